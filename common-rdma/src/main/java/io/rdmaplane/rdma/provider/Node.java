@@ -1,0 +1,43 @@
+package io.rdmaplane.rdma.provider;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * A transport endpoint bound to one local address: registers memory, accepts channels from
+ * peers and opens channels to them. Both ends of a channel may READ the other's regions.
+ * Closing the node closes its channels, deregisters its regions and stops its threads.
+ */
+public interface Node extends AutoCloseable {
+    /**
+     * Registers a direct buffer's memory from its position to its limit. A read-only buffer
+     * (e.g. a read-only file mapping) cannot have {@link Access#LOCAL_WRITE}.
+     *
+     * @throws IllegalArgumentException for a heap buffer, an empty one, or write access on a read-only one
+     */
+    MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException;
+
+    /** Registers with remote read access only, the default for exposed memory. */
+    default MemoryRegion register(ByteBuffer buffer) throws TransportException {
+        return register(buffer, Set.of(Access.REMOTE_READ));
+    }
+
+    /** Starts accepting channels on {@link NodeOptions#bindAddress()}. Call at most once. */
+    void listen(ChannelAcceptor acceptor) throws TransportException;
+
+    /** The address peers connect to; valid after {@link #listen}. */
+    InetSocketAddress localAddress();
+
+    /** Opens a channel to a listening peer with the given queue depth. */
+    CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler);
+
+    /** Registrations made so far: pools use it to prove there is none per IO. */
+    long registrationCount();
+
+    String providerName();
+
+    @Override
+    void close();
+}

@@ -1,0 +1,48 @@
+package io.rdmaplane.rdma.provider;
+
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.Objects;
+
+/**
+ * Settings of one {@link Node}.
+ *
+ * @param bindAddress      where {@link Node#listen} accepts channels (port 0 picks a free one)
+ * @param maxMessageSize   largest two-sided message, in bytes, both directions
+ * @param operationTimeout an outstanding operation with no progress from the peer for this
+ *                         long fails the channel with {@link Status#RETRY_EXCEEDED}
+ * @param acceptQueueDepth queue depth of channels this node accepts
+ */
+public record NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Duration operationTimeout,
+                          int acceptQueueDepth) {
+    public NodeOptions {
+        Objects.requireNonNull(bindAddress, "bindAddress");
+        Objects.requireNonNull(operationTimeout, "operationTimeout");
+        if (maxMessageSize < 64) {
+            throw new IllegalArgumentException("maxMessageSize must be at least 64 bytes, was " + maxMessageSize);
+        }
+        if (operationTimeout.isNegative() || operationTimeout.isZero()) {
+            throw new IllegalArgumentException("operationTimeout must be positive, was " + operationTimeout);
+        }
+        if (acceptQueueDepth < 1) {
+            throw new IllegalArgumentException("acceptQueueDepth must be at least 1, was " + acceptQueueDepth);
+        }
+    }
+
+    /** Loopback, free port, 64 KiB messages, 2 s operation timeout, accepted depth 256. */
+    public static NodeOptions loopback() {
+        return new NodeOptions(new InetSocketAddress("127.0.0.1", 0), 64 << 10, Duration.ofSeconds(2), 256);
+    }
+
+    public NodeOptions withOperationTimeout(Duration timeout) {
+        return new NodeOptions(bindAddress, maxMessageSize, timeout, acceptQueueDepth);
+    }
+
+    public NodeOptions withAcceptQueueDepth(int depth) {
+        return new NodeOptions(bindAddress, maxMessageSize, operationTimeout, depth);
+    }
+
+    public NodeOptions withMaxMessageSize(int size) {
+        return new NodeOptions(bindAddress, size, operationTimeout, acceptQueueDepth);
+    }
+}

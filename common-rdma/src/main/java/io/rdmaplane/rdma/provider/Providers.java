@@ -1,0 +1,65 @@
+package io.rdmaplane.rdma.provider;
+
+import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import java.util.List;
+import java.util.Locale;
+import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The providers this build knows, in order of preference, and the {@code auto} choice:
+ * the first available one. Choosing a provider is configuration, never a code change.
+ */
+public final class Providers {
+    public static final String AUTO = "auto";
+    private static final Logger LOG = LoggerFactory.getLogger(Providers.class);
+
+    private Providers() {
+    }
+
+    /** Every provider of this build, most preferred first. */
+    public static List<TransportProvider> all() {
+        return List.of(TcpProvider.INSTANCE);
+    }
+
+    /** The names the {@code provider} setting accepts. */
+    public static List<String> names() {
+        return java.util.stream.Stream.concat(java.util.stream.Stream.of(AUTO), all().stream().map(TransportProvider::name))
+                .collect(Collectors.toList());
+    }
+
+    /**
+     * Returns the provider named {@code name}, or for {@code auto} the first available one.
+     * Logs which provider was chosen and why the ones before it were skipped.
+     *
+     * @throws IllegalArgumentException for an unknown name
+     * @throws TransportException       when the named provider is unavailable (with its cause)
+     */
+    public static TransportProvider select(String name) throws TransportException {
+        String wanted = name.trim().toLowerCase(Locale.ROOT);
+        if (wanted.equals(AUTO)) {
+            StringBuilder skipped = new StringBuilder();
+            for (TransportProvider p : all()) {
+                if (p.isAvailable()) {
+                    LOG.info("RDMA transport: auto chose provider '{}'{}", p.name(), skipped);
+                    return p;
+                }
+                skipped.append(skipped.length() == 0 ? " (skipped: " : "; ")
+                        .append(p.name()).append(": ").append(p.unavailabilityCause());
+            }
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "no transport provider is available" + skipped);
+        }
+        for (TransportProvider p : all()) {
+            if (p.name().equals(wanted)) {
+                if (!p.isAvailable()) {
+                    throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+                            "provider '" + p.name() + "' is unavailable: " + p.unavailabilityCause(), p.unavailabilityCause());
+                }
+                LOG.info("RDMA transport: using configured provider '{}'", p.name());
+                return p;
+            }
+        }
+        throw new IllegalArgumentException("unknown transport provider '" + name + "'; allowed: " + names());
+    }
+}

@@ -1,0 +1,22 @@
+package io.rdmaplane.rdma.provider;
+
+/**
+ * How an operation ended: the verbs work-completion statuses that upper layers act on.
+ * Every error status except {@link #QUEUE_FULL} also moves the channel to its error state,
+ * as an RC queue pair does: later operations on it end {@link #FLUSHED}.
+ */
+public enum Status {
+    SUCCESS,
+    /** The peer refused a READ: unknown or revoked rkey, out of the region's bounds, or no remote-read access. */
+    REMOTE_ACCESS_ERROR,
+    /** The peer could not take the request (malformed, or larger than it allows). */
+    REMOTE_INVALID_REQUEST,
+    /** The peer is gone or stopped answering within the operation timeout. */
+    RETRY_EXCEEDED,
+    /** The channel was closed or broken while the operation was outstanding. */
+    FLUSHED,
+    /** The local buffer is not inside a valid local region with the access the operation needs. */
+    LOCAL_PROTECTION_ERROR,
+    /** The channel's queue depth was already reached; nothing was posted and the channel stays usable. */
+    QUEUE_FULL
+}

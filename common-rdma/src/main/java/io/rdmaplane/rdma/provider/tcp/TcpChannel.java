@@ -67,6 +67,7 @@ final class TcpChannel implements Channel {
     private long handshakeDeadline;
     // Inbound parser state: node thread only.
     private final ByteBuffer header = ByteBuffer.allocate(Wire.HEADER_BYTES);
+    private final ByteBuffer[] scatter = new ByteBuffer[2];
     private ByteBuffer payload;
     private Op payloadOp;
     private ByteBuffer messageBuffer;
@@ -191,7 +192,7 @@ final class TcpChannel implements Channel {
     private void enqueue(Frame frame) {
         outbound.add(frame);
         if (flushScheduled.compareAndSet(false, true)) {
-            node.execute(this::flush);
+            node.scheduleFlush(this);
         }
     }
 
@@ -280,27 +281,41 @@ final class TcpChannel implements Channel {
 
     // ---------------------------------------------------------------- inbound (node thread)
 
+    /**
+     * Reads what the socket has. A READ payload is read straight into its destination together
+     * with the next header (one scattering read), so a response costs one system call.
+     */
     void onReadable() {
         try {
-            for (int frames = 0; frames < 32 && !readPaused && state != State.CLOSED && !node.stalled(); frames++) {
-                ByteBuffer target = payload != null ? payload : header;
-                int n = socket.read(target);
+            int reads = 0;
+            while (!readPaused && state != State.CLOSED && state != State.CONNECTING && !node.stalled()) {
+                if (payload == null && !header.hasRemaining()) {
+                    header.flip();
+                    onHeader(header.get(), header.getLong(), header.getLong(), header.getInt(), header.getInt());
+                    header.clear();
+                    continue;
+                }
+                if (reads++ == 64) {
+                    break; // fairness to other channels; the selector calls again while bytes wait
+                }
+                long n;
+                if (payload == null) {
+                    n = socket.read(header);
+                } else {
+                    scatter[0] = payload;
+                    scatter[1] = header;
+                    n = socket.read(scatter);
+                }
                 if (n < 0) {
                     terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + remote + " closed the connection"), 0,
                             Status.RETRY_EXCEEDED);
                     return;
                 }
-                if (n > 0) {
-                    lastProgress = System.nanoTime();
+                if (n == 0) {
+                    break;
                 }
-                if (target.hasRemaining()) {
-                    return;
-                }
-                if (payload == null) {
-                    header.flip();
-                    onHeader(header.get(), header.getLong(), header.getLong(), header.getInt(), header.getInt());
-                    header.clear();
-                } else {
+                lastProgress = System.nanoTime();
+                if (payload != null && !payload.hasRemaining()) {
                     onPayload();
                 }
             }
@@ -467,7 +482,7 @@ final class TcpChannel implements Channel {
         }
         if (frame.response && --queuedResponses < responseLimit / 2 && readPaused) {
             readPaused = false;
-            updateReadInterest();
+            onReadable(); // a header may already wait in the buffer
         }
     }
 

@@ -53,6 +53,7 @@ public final class TcpNode implements Node {
     private final AtomicBoolean wakeupPending = new AtomicBoolean();
     private final Map<Integer, TcpRegion> regions = new ConcurrentHashMap<>();
     private final Set<TcpChannel> channels = ConcurrentHashMap.newKeySet();
+    private final java.util.ArrayDeque<TcpChannel> toFlush = new java.util.ArrayDeque<>(); // node thread only
     private final AtomicLong registrations = new AtomicLong();
     private final AtomicLong nextAddress = new AtomicLong(FIRST_ADDRESS);
     private final long tickMillis;
@@ -225,6 +226,18 @@ public final class TcpNode implements Node {
         }
     }
 
+    /**
+     * Flushes the channel soon: at the end of the current loop turn when called on the node's
+     * thread (so the writes of many completions go out in one system call), else via a task.
+     */
+    void scheduleFlush(TcpChannel channel) {
+        if (inLoop()) {
+            toFlush.add(channel);
+        } else {
+            execute(channel::flush);
+        }
+    }
+
     boolean inLoop() {
         return Thread.currentThread() == loop;
     }
@@ -252,6 +265,9 @@ public final class TcpNode implements Node {
                     SelectionKey key = keys.next();
                     keys.remove();
                     handle(key);
+                }
+                for (TcpChannel channel; (channel = toFlush.poll()) != null; ) {
+                    channel.flush();
                 }
                 long now = System.nanoTime();
                 for (TcpChannel channel : channels) {
@@ -336,9 +352,6 @@ public final class TcpNode implements Node {
             return;
         }
         closed = true;
-        for (TcpRegion region : regions.values()) {
-            region.deregister();
-        }
         selector.wakeup();
         if (!inLoop()) {
             try {
@@ -347,6 +360,10 @@ public final class TcpNode implements Node {
                 Thread.currentThread().interrupt();
             }
             runTasks();
+        }
+        // After the channels are down, so peers see the connection end rather than refused READs.
+        for (TcpRegion region : regions.values()) {
+            region.deregister();
         }
         LOG.debug("{} closed", name);
     }
@@ -366,7 +383,10 @@ public final class TcpNode implements Node {
     /** Stops (or resumes) reading from every connection, as a hung peer would: nothing is answered. */
     public void injectStall(boolean stall) {
         stalled = stall;
-        execute(() -> channels.forEach(TcpChannel::updateReadInterest));
+        execute(() -> channels.forEach(channel -> {
+            channel.updateReadInterest();
+            channel.onReadable(); // a header may already wait in the buffer
+        }));
     }
 
     static void closeQuietly(java.io.Closeable closeable) {

@@ -12,7 +12,7 @@ public final class ConfigReference {
         StringBuilder out = new StringBuilder();
         out.append("# Configuration reference\n\n")
                 .append("Generated from the config registries by `io.rdmaplane.rdma.config.ConfigReference`; do not edit.\n")
-                .append("A test fails when this file is stale. Regenerate it with:\n\n")
+                .append("A test fails when this file is stale. Regenerate it from the repository root with:\n\n")
                 .append("```\n").append(regenerateCommand).append("\n```\n\n")
                 .append("A value that does not parse or is out of range is an error naming the key; it is never")
                 .append(" replaced by the default. An unset key takes its default. Surrounding whitespace is ignored.\n\n")

@@ -36,6 +36,7 @@ import org.slf4j.LoggerFactory;
 final class TcpChannel implements Channel {
     private static final Logger LOG = LoggerFactory.getLogger(TcpChannel.class);
     private static final int MAX_GATHER = 64;
+    private static final int INBOX_BYTES = 16 << 10;
 
     private enum State { CONNECTING, HANDSHAKE, OPEN, CLOSED }
 
@@ -43,8 +44,11 @@ final class TcpChannel implements Channel {
     private record Op(long id, CompletableFuture<Void> future, ByteBuffer destination) {
     }
 
+    /** What a frame is, for the bookkeeping done once it is written. */
+    private enum Kind { CONTROL, READ_REQUEST, READ_RESPONSE, SEND }
+
     /** Bytes to write; a SEND completes when written, a response releases back-pressure. */
-    private record Frame(ByteBuffer[] buffers, long sendId, boolean response) {
+    private record Frame(ByteBuffer[] buffers, Kind kind, long sendId) {
     }
 
     private final TcpNode node;
@@ -66,10 +70,15 @@ final class TcpChannel implements Channel {
     private SelectionKey key;
     private long handshakeDeadline;
     // Inbound parser state: node thread only.
-    private final ByteBuffer header = ByteBuffer.allocate(Wire.HEADER_BYTES);
+    // Unparsed bytes are inbox[start, end). While a READ of ours is on the wire, the inbox takes
+    // one header at a time, so a READ payload never passes through it (see onReadable).
+    private final ByteBuffer inbox = ByteBuffer.allocateDirect(INBOX_BYTES);
+    private int start;
+    private int end;
     private final ByteBuffer[] scatter = new ByteBuffer[2];
     private ByteBuffer payload;
     private Op payloadOp;
+    private int readsOnWire;
     private ByteBuffer messageBuffer;
     private int queuedResponses;
     private boolean readPaused;
@@ -114,7 +123,7 @@ final class TcpChannel implements Channel {
         }
         ByteBuffer request = ByteBuffer.allocate(Wire.HEADER_BYTES)
                 .put(Wire.READ_REQ).putLong(id).putLong(remoteAddress).putInt(rkey).putInt(length).flip();
-        enqueue(new Frame(new ByteBuffer[] {request}, 0, false));
+        enqueue(new Frame(new ByteBuffer[] {request}, Kind.READ_REQUEST, 0));
         return future;
     }
 
@@ -134,7 +143,7 @@ final class TcpChannel implements Channel {
         ByteBuffer frame = ByteBuffer.allocate(Wire.HEADER_BYTES + length)
                 .put(Wire.SEND).putLong(0).putLong(0).putInt(0).putInt(length).put(message.duplicate()).flip();
         if (track(new Op(id, future, null))) {
-            enqueue(new Frame(new ByteBuffer[] {frame}, id, false));
+            enqueue(new Frame(new ByteBuffer[] {frame}, Kind.SEND, id));
         }
         return future;
     }
@@ -237,7 +246,7 @@ final class TcpChannel implements Channel {
         }
         state = State.HANDSHAKE;
         key.interestOps(SelectionKey.OP_READ);
-        outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, 0, false));
+        outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, Kind.CONTROL, 0));
         flush();
     }
 
@@ -275,37 +284,42 @@ final class TcpChannel implements Channel {
         }
         handler = chosen;
         // The answer goes ahead of anything the acceptor already sent: the peer's channel opens on it.
-        outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, 0, false));
+        outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, Kind.CONTROL, 0));
         flush();
     }
 
     // ---------------------------------------------------------------- inbound (node thread)
 
     /**
-     * Reads what the socket has. A READ payload is read straight into its destination together
-     * with the next header (one scattering read), so a response costs one system call.
+     * Reads what the socket has. With none of our READs on the wire, no READ payload can arrive,
+     * so the inbox takes many small frames (requests, messages) per system call. With READs on
+     * the wire, it takes exactly one header at a time and a READ payload is read straight into
+     * its destination together with the next header (one scattering read per response).
      */
     void onReadable() {
         try {
             int reads = 0;
             while (!readPaused && state != State.CLOSED && state != State.CONNECTING && !node.stalled()) {
-                if (payload == null && !header.hasRemaining()) {
-                    header.flip();
-                    onHeader(header.get(), header.getLong(), header.getLong(), header.getInt(), header.getInt());
-                    header.clear();
+                if (payload == null && end - start >= Wire.HEADER_BYTES) {
+                    int at = start;
+                    start += Wire.HEADER_BYTES;
+                    onHeader(inbox.get(at), inbox.getLong(at + 1), inbox.getLong(at + 9), inbox.getInt(at + 17),
+                            inbox.getInt(at + 21));
                     continue;
                 }
                 if (reads++ == 64) {
                     break; // fairness to other channels; the selector calls again while bytes wait
                 }
+                ByteBuffer window = inboxWindow();
                 long n;
                 if (payload == null) {
-                    n = socket.read(header);
+                    n = socket.read(window);
                 } else {
                     scatter[0] = payload;
-                    scatter[1] = header;
+                    scatter[1] = window;
                     n = socket.read(scatter);
                 }
+                end = window.position();
                 if (n < 0) {
                     terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + remote + " closed the connection"), 0,
                             Status.RETRY_EXCEEDED);
@@ -324,6 +338,20 @@ final class TcpChannel implements Channel {
             terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remote + " lost: " + e, e), 0,
                     Status.RETRY_EXCEEDED);
         }
+    }
+
+    /** The free part of the inbox the next read may fill. */
+    private ByteBuffer inboxWindow() {
+        if (start == end) {
+            start = end = 0;
+        } else if (INBOX_BYTES - end < Wire.HEADER_BYTES) {
+            inbox.limit(end).position(start);
+            inbox.compact();
+            end -= start;
+            start = 0;
+        }
+        int room = readsOnWire > 0 ? Wire.HEADER_BYTES - (end - start) : INBOX_BYTES - end;
+        return inbox.limit(end + room).position(end);
     }
 
     private void onHeader(byte type, long id, long a, int b, int c) {
@@ -347,9 +375,12 @@ final class TcpChannel implements Channel {
                     messageBuffer = ByteBuffer.allocate(node.options.maxMessageSize());
                 }
                 messageBuffer.clear().limit(c);
+                int buffered = Math.min(c, end - start);
+                messageBuffer.put(inbox.slice(start, buffered));
+                start += buffered;
                 payload = messageBuffer;
                 payloadOp = null;
-                if (c == 0) {
+                if (!messageBuffer.hasRemaining()) {
                     onPayload();
                 }
             }
@@ -376,7 +407,7 @@ final class TcpChannel implements Channel {
         ByteBuffer response = ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.READ_RESP).putLong(id).putLong(0)
                 .putInt(Wire.code(status)).putInt(data == null ? 0 : length).flip();
         queuedResponses++;
-        enqueue(new Frame(data == null ? new ByteBuffer[] {response} : new ByteBuffer[] {response, data}, 0, true));
+        enqueue(new Frame(data == null ? new ByteBuffer[] {response} : new ByteBuffer[] {response, data}, Kind.READ_RESPONSE, 0));
         if (queuedResponses >= responseLimit) {
             readPaused = true;
         }
@@ -385,11 +416,16 @@ final class TcpChannel implements Channel {
     private void onReadResponse(long id, int code, int length) {
         Op op = pending.get(id);
         Status status = Wire.status(code);
-        if (op == null || op.destination == null) {
+        if (op == null || op.destination == null || readsOnWire == 0 || start != end) {
             violation("READ response for unknown request " + id);
-        } else if (status == null) {
+            return;
+        }
+        if (status == null) {
             violation("READ response with unknown status " + code);
-        } else if (status != Status.SUCCESS) {
+            return;
+        }
+        readsOnWire--;
+        if (status != Status.SUCCESS) {
             if (length != 0) {
                 violation("error READ response carrying " + length + " bytes");
                 return;
@@ -477,12 +513,16 @@ final class TcpChannel implements Channel {
     }
 
     private void written(Frame frame) {
-        if (frame.sendId != 0) {
-            finish(frame.sendId, null);
-        }
-        if (frame.response && --queuedResponses < responseLimit / 2 && readPaused) {
-            readPaused = false;
-            onReadable(); // a header may already wait in the buffer
+        switch (frame.kind) {
+            case SEND -> finish(frame.sendId, null);
+            case READ_REQUEST -> readsOnWire++;
+            case READ_RESPONSE -> {
+                if (--queuedResponses < responseLimit / 2 && readPaused) {
+                    readPaused = false;
+                    onReadable(); // a header may already wait in the inbox
+                }
+            }
+            case CONTROL -> { }
         }
     }
 

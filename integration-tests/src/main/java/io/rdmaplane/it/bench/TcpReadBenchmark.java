@@ -8,6 +8,7 @@ import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import java.net.InetSocketAddress;
+import io.rdmaplane.it.Args;
 import java.nio.ByteBuffer;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
@@ -33,9 +34,9 @@ public final class TcpReadBenchmark {
     private static final int STREAM_CHUNK = 1 << 20;
 
     public static void main(String[] args) throws Exception {
-        double seconds = Double.parseDouble(arg(args, "seconds", "3"));
-        int outstanding = Integer.parseInt(arg(args, "outstanding", "64"));
-        int rounds = Integer.parseInt(arg(args, "latencyRounds", "20000"));
+        double seconds = Double.parseDouble(Args.get(args, "seconds", "3"));
+        int outstanding = Integer.parseInt(Args.get(args, "outstanding", "64"));
+        int rounds = Integer.parseInt(Args.get(args, "latencyRounds", "20000"));
         long nanos = (long) (seconds * 1e9);
 
         System.out.printf("tcp provider READ benchmark on loopback: %d KiB READs, %d outstanding, %.1f s per measurement%n",
@@ -213,14 +214,5 @@ public final class TcpReadBenchmark {
         long[] sorted = samples.clone();
         Arrays.sort(sorted);
         return new long[] {sorted[sorted.length / 2], sorted[(int) (sorted.length * 0.99)]};
-    }
-
-    static String arg(String[] args, String name, String fallback) {
-        for (String a : args) {
-            if (a.startsWith(name + "=")) {
-                return a.substring(name.length() + 1);
-            }
-        }
-        return fallback;
     }
 }

@@ -11,6 +11,7 @@ import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
+import java.nio.channels.CancelledKeyException;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
@@ -245,7 +246,8 @@ final class TcpChannel implements Channel {
             return;
         }
         state = State.HANDSHAKE;
-        key.interestOps(SelectionKey.OP_READ);
+        interest(SelectionKey.OP_CONNECT, false);
+        interest(SelectionKey.OP_READ, true);
         outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, Kind.CONTROL, 0));
         flush();
     }
@@ -463,14 +465,26 @@ final class TcpChannel implements Channel {
     }
 
     void updateReadInterest() {
-        if (key == null || !key.isValid() || state == State.CONNECTING) {
-            return;
+        if (state != State.CONNECTING) {
+            interest(SelectionKey.OP_READ, !readPaused && !node.stalled());
         }
-        boolean read = !readPaused && !node.stalled();
-        int ops = key.interestOps();
-        int wanted = read ? ops | SelectionKey.OP_READ : ops & ~SelectionKey.OP_READ;
-        if (wanted != ops) {
-            key.interestOps(wanted);
+    }
+
+    /**
+     * Turns interest in {@code op} on or off. The key may be cancelled at any moment by a close
+     * on another thread; then there is nothing left to do.
+     */
+    private void interest(int op, boolean on) {
+        try {
+            if (key != null) {
+                int ops = key.interestOps();
+                int wanted = on ? ops | op : ops & ~op;
+                if (wanted != ops) {
+                    key.interestOps(wanted);
+                }
+            }
+        } catch (CancelledKeyException e) {
+            // closed concurrently: terminate() settles everything
         }
     }
 
@@ -489,6 +503,9 @@ final class TcpChannel implements Channel {
                         gather.add(b);
                     }
                 }
+                if (gather.isEmpty()) {
+                    break; // cleared by a concurrent close
+                }
                 long written = socket.write(gather.toArray(new ByteBuffer[0]));
                 if (written > 0) {
                     lastProgress = System.nanoTime();
@@ -499,13 +516,11 @@ final class TcpChannel implements Channel {
                 }
                 if (gather.get(gather.size() - 1).hasRemaining()) {
                     // The socket is full: continue when it can take more.
-                    key.interestOps(key.interestOps() | SelectionKey.OP_WRITE);
+                    interest(SelectionKey.OP_WRITE, true);
                     return;
                 }
             }
-            if (key.isValid()) {
-                key.interestOps(key.interestOps() & ~SelectionKey.OP_WRITE);
-            }
+            interest(SelectionKey.OP_WRITE, false);
         } catch (IOException e) {
             terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remote + " lost: " + e, e), 0,
                     Status.RETRY_EXCEEDED);

@@ -13,6 +13,7 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
+import java.nio.channels.CancelledKeyException;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.ServerSocketChannel;
@@ -267,7 +268,7 @@ public final class TcpNode implements Node {
                     handle(key);
                 }
                 for (TcpChannel channel; (channel = toFlush.poll()) != null; ) {
-                    channel.flush();
+                    guarded(channel, channel::flush);
                 }
                 long now = System.nanoTime();
                 for (TcpChannel channel : channels) {
@@ -293,15 +294,29 @@ public final class TcpNode implements Node {
             return;
         }
         TcpChannel channel = (TcpChannel) key.attachment();
-        if (key.isConnectable()) {
-            channel.onConnectable();
-            return;
-        }
-        if (key.isWritable()) {
-            channel.flush();
-        }
-        if (key.isValid() && key.isReadable()) {
-            channel.onReadable();
+        guarded(channel, () -> {
+            if (key.isConnectable()) {
+                channel.onConnectable();
+                return;
+            }
+            if (key.isWritable()) {
+                channel.flush();
+            }
+            if (key.isValid() && key.isReadable()) {
+                channel.onReadable();
+            }
+        });
+    }
+
+    /** Runs channel work on the node thread: a failure costs that channel, never the node. */
+    private void guarded(TcpChannel channel, Runnable work) {
+        try {
+            work.run();
+        } catch (CancelledKeyException e) {
+            // the channel was closed from another thread meanwhile: nothing left to do
+        } catch (RuntimeException e) {
+            LOG.error("{}: unexpected failure on {}; closing that channel", name, channel, e);
+            channel.terminate(new TransportException(Status.FLUSHED, "internal error: " + e, e), 0, Status.FLUSHED);
         }
     }
 
@@ -383,10 +398,10 @@ public final class TcpNode implements Node {
     /** Stops (or resumes) reading from every connection, as a hung peer would: nothing is answered. */
     public void injectStall(boolean stall) {
         stalled = stall;
-        execute(() -> channels.forEach(channel -> {
+        execute(() -> channels.forEach(channel -> guarded(channel, () -> {
             channel.updateReadInterest();
-            channel.onReadable(); // a header may already wait in the buffer
-        }));
+            channel.onReadable(); // a header may already wait in the inbox
+        })));
     }
 
     static void closeQuietly(java.io.Closeable closeable) {

@@ -2,6 +2,9 @@ package io.rdmaplane.rdma.memory;
 
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import java.nio.ByteBuffer;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.ForeignAllocation;
 
 /**
  * One slice of a {@link RegisteredMemoryPool}, held until {@link #close()} gives it back.
@@ -80,6 +83,42 @@ public final class RegisteredBuffer implements AutoCloseable {
     /** The name of the thread that acquired the slice, for leak reports. */
     public String acquiredBy() {
         return acquiredBy;
+    }
+
+    /**
+     * Wraps the whole slice as an ArrowBuf of {@code allocator}, e.g. to decode Arrow IPC bytes a
+     * READ landed here without copying them. The ArrowBuf then owns the slice: releasing its last
+     * reference gives the slice back to the pool (so do not close this buffer as well). If the
+     * allocator refuses the wrap, the slice goes back to the pool at once.
+     *
+     * @throws IllegalStateException once released
+     */
+    public ArrowBuf asArrowBuf(BufferAllocator allocator) {
+        checkHeld();
+        SliceAllocation allocation = new SliceAllocation(capacity(), memoryAddress());
+        try {
+            return allocator.wrapForeignAllocation(allocation);
+        } catch (RuntimeException e) {
+            if (!allocation.released) { // Arrow releases it on some failures, not on an allocator limit
+                close();
+            }
+            throw e;
+        }
+    }
+
+    /** This slice as Arrow's foreign allocation: released once, by Arrow. */
+    private final class SliceAllocation extends ForeignAllocation {
+        private boolean released;
+
+        SliceAllocation(long size, long memoryAddress) {
+            super(size, memoryAddress);
+        }
+
+        @Override
+        protected void release0() {
+            released = true;
+            RegisteredBuffer.this.close();
+        }
     }
 
     /**

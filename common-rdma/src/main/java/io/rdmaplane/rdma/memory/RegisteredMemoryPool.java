@@ -17,6 +17,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.stream.Collectors;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.memory.rounding.RoundingPolicy;
 import org.apache.arrow.memory.util.MemoryUtil;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -48,8 +51,12 @@ public final class RegisteredMemoryPool implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RegisteredMemoryPool.class);
     private static final int MIN_SHIFT = Integer.numberOfTrailingZeros(MIN_SLICE_BYTES);
     private static final int CLASS_COUNT = Integer.numberOfTrailingZeros(MAX_SLICE_BYTES) - MIN_SHIFT + 1;
-    /** Page size the chunks are aligned to: fewer pages pinned per chunk, and any smaller alignment for free. */
+    /** Page size the chunks are aligned to: fewer pages pinned per chunk, and Arrow's 64-byte alignment for free. */
     private static final int PAGE_BYTES = 4 << 10;
+
+    /** Rounds Arrow's requests to the size classes, so Arrow accounts for the registered bytes a buffer really holds. */
+    private static final RoundingPolicy SIZE_CLASS_ROUNDING =
+            size -> size >= 1 && size <= MAX_SLICE_BYTES ? sliceSizeFor((int) size) : size;
 
     private final Node node;
     private final PoolOptions options;
@@ -60,6 +67,7 @@ public final class RegisteredMemoryPool implements AutoCloseable {
     private final List<ArrayDeque<Slice>> free = new ArrayList<>();
     /** Registered chunks by native address, for {@link #locate}. */
     private final TreeMap<Long, Chunk> chunks = new TreeMap<>();
+    private final RootAllocator arrowRoot;
     private long registrations;
     private boolean closed;
     private List<RegisteredBuffer> leakedOnClose = List.of();
@@ -71,6 +79,11 @@ public final class RegisteredMemoryPool implements AutoCloseable {
         for (int i = 0; i < CLASS_COUNT; i++) {
             free.add(new ArrayDeque<>());
         }
+        this.arrowRoot = new RootAllocator(RootAllocator.configBuilder()
+                .allocationManagerFactory(new PoolAllocationManager.Factory(this))
+                .roundingPolicy(SIZE_CLASS_ROUNDING)
+                .maxAllocation(Long.MAX_VALUE) // the pool enforces its cap itself, with back-pressure
+                .build());
     }
 
     /**
@@ -132,7 +145,21 @@ public final class RegisteredMemoryPool implements AutoCloseable {
     }
 
     /**
-     * The slice handed out by this pool that contains {@code memoryAddress}; empty if no slice
+     * An Arrow allocator whose every buffer is a slice of this pool, so Arrow vectors live in
+     * registered memory and peers can READ them (see {@link #locate}). Arrow rounds requests to
+     * the size classes; a request above {@link #MAX_SLICE_BYTES} fails with
+     * {@link IllegalArgumentException}. Close it before the pool; closing it with buffers still
+     * open throws, as for any Arrow allocator.
+     *
+     * @param limit the most bytes this allocator may hold (Arrow's own limit, on top of the pool's cap)
+     */
+    public BufferAllocator newArrowAllocator(String name, long limit) {
+        return arrowRoot.newChildAllocator(name, 0, limit);
+    }
+
+    /**
+     * The slice handed out by this pool that contains {@code memoryAddress}, for instance the
+     * {@code memoryAddress()} of an ArrowBuf from {@link #newArrowAllocator}; empty if no slice
      * that is out contains it. Its {@link RegisteredBuffer#remoteAddressOf} names the bytes to peers.
      */
     public Optional<RegisteredBuffer> locate(long memoryAddress) {
@@ -216,6 +243,11 @@ public final class RegisteredMemoryPool implements AutoCloseable {
             LOG.warn("Registered memory pool closed with {} slices still out (leaked), by size and acquiring thread: {}",
                     leaks.size(), leaks.stream().collect(Collectors.groupingBy(
                             b -> b.capacity() + " bytes by '" + b.acquiredBy() + "'", TreeMap::new, Collectors.counting())));
+        }
+        if (!arrowRoot.getChildAllocators().isEmpty()) {
+            LOG.warn("Registered memory pool closed before its Arrow allocators: {}", arrowRoot.getChildAllocators());
+        } else {
+            arrowRoot.close();
         }
     }
 

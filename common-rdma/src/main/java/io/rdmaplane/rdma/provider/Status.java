@@ -11,6 +11,8 @@ public enum Status {
     REMOTE_ACCESS_ERROR,
     /** The peer could not take the request (malformed, or larger than it allows). */
     REMOTE_INVALID_REQUEST,
+    /** The peer answered with something the protocol does not allow (verbs: bad response). */
+    BAD_RESPONSE,
     /** The peer is gone or stopped answering within the operation timeout. */
     RETRY_EXCEEDED,
     /** The channel was closed or broken while the operation was outstanding. */

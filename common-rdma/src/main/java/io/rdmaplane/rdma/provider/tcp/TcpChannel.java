@@ -1,0 +1,641 @@
+package io.rdmaplane.rdma.provider.tcp;
+
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.SocketChannel;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One connection. Any thread may post; all socket I/O, parsing and completions happen on the
+ * node's thread. Posted operations wait in {@link #pending} until their completion: an
+ * operation completes exactly once, by whoever removes it from there.
+ */
+final class TcpChannel implements Channel {
+    private static final Logger LOG = LoggerFactory.getLogger(TcpChannel.class);
+    private static final int MAX_GATHER = 64;
+    private static final int INBOX_BYTES = 16 << 10;
+
+    private enum State { CONNECTING, HANDSHAKE, OPEN, CLOSED }
+
+    /** A posted READ or SEND; {@code destination} is where a READ's payload lands. */
+    private record Op(long id, CompletableFuture<Void> future, ByteBuffer destination) {
+    }
+
+    /** What a frame is, for the bookkeeping done once it is written. */
+    private enum Kind { CONTROL, READ_REQUEST, READ_RESPONSE, SEND }
+
+    /** Bytes to write; a SEND completes when written, a response releases back-pressure. */
+    private record Frame(ByteBuffer[] buffers, Kind kind, long sendId) {
+    }
+
+    private final TcpNode node;
+    private final SocketChannel socket;
+    private final int queueDepth;
+    private final boolean accepted;
+    private final CompletableFuture<Channel> connected;
+    private final Map<Long, Op> pending = new ConcurrentHashMap<>();
+    private final AtomicLong nextId = new AtomicLong();
+    private final AtomicInteger outstanding = new AtomicInteger();
+    private final ConcurrentLinkedDeque<Frame> outbound = new ConcurrentLinkedDeque<>();
+    private final AtomicBoolean flushScheduled = new AtomicBoolean();
+    private final int responseLimit;
+    private volatile State state;
+    private volatile ChannelHandler handler;
+    private volatile int maxMessageSize;
+    private volatile long lastProgress = System.nanoTime();
+    private volatile SocketAddress remote;
+    private SelectionKey key;
+    private long handshakeDeadline;
+    // Inbound parser state: node thread only.
+    // Unparsed bytes are inbox[start, end). While a READ of ours is on the wire, the inbox takes
+    // one header at a time, so a READ payload never passes through it (see onReadable).
+    private final ByteBuffer inbox = ByteBuffer.allocateDirect(INBOX_BYTES);
+    private int start;
+    private int end;
+    private final ByteBuffer[] scatter = new ByteBuffer[2];
+    private ByteBuffer payload;
+    private Op payloadOp;
+    private int readsOnWire;
+    private ByteBuffer messageBuffer;
+    private int queuedResponses;
+    private boolean readPaused;
+
+    TcpChannel(TcpNode node, SocketChannel socket, int queueDepth, ChannelHandler handler,
+               CompletableFuture<Channel> connected) {
+        this.node = node;
+        this.socket = socket;
+        this.queueDepth = queueDepth;
+        this.handler = handler;
+        this.connected = connected;
+        this.accepted = connected == null;
+        this.maxMessageSize = node.options.maxMessageSize();
+        // A peer that does not read its responses stops being read from, rather than growing our queue.
+        this.responseLimit = 2 * Math.max(64, node.options.acceptQueueDepth());
+        this.state = accepted ? State.HANDSHAKE : State.CONNECTING;
+        this.handshakeDeadline = System.nanoTime() + node.options.operationTimeout().toNanos();
+    }
+
+    // ---------------------------------------------------------------- posting (any thread)
+
+    @Override
+    public CompletableFuture<Void> read(long remoteAddress, int rkey, int length, MemoryRegion local, int localOffset) {
+        if (length < 1 || length > MAX_READ_BYTES) {
+            throw new IllegalArgumentException("READ length must be 1.." + MAX_READ_BYTES + " bytes (split larger blocks), was " + length);
+        }
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        if (!reserveSlot(future)) {
+            return future;
+        }
+        long id = nextId.incrementAndGet();
+        String protection = checkLocal(local, localOffset, length);
+        if (protection != null) {
+            // As on verbs: the work request completes in error and the queue pair breaks.
+            pending.put(id, new Op(id, future, null));
+            node.execute(() -> terminate(new TransportException(Status.LOCAL_PROTECTION_ERROR, protection), id, Status.FLUSHED));
+            return future;
+        }
+        Op op = new Op(id, future, ((TcpRegion) local).slice(localOffset, length));
+        if (!track(op)) {
+            return future;
+        }
+        ByteBuffer request = ByteBuffer.allocate(Wire.HEADER_BYTES)
+                .put(Wire.READ_REQ).putLong(id).putLong(remoteAddress).putInt(rkey).putInt(length).flip();
+        enqueue(new Frame(new ByteBuffer[] {request}, Kind.READ_REQUEST, 0));
+        return future;
+    }
+
+    @Override
+    public CompletableFuture<Void> send(ByteBuffer message) {
+        int length = message.remaining();
+        if (length > maxMessageSize) {
+            throw new IllegalArgumentException("message of " + length + " bytes exceeds the channel's maximum of "
+                    + maxMessageSize + " (maxMessageSize)");
+        }
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        if (!reserveSlot(future)) {
+            return future;
+        }
+        long id = nextId.incrementAndGet();
+        // Copied at post time: the caller may reuse its buffer as soon as send returns.
+        ByteBuffer frame = ByteBuffer.allocate(Wire.HEADER_BYTES + length)
+                .put(Wire.SEND).putLong(0).putLong(0).putInt(0).putInt(length).put(message.duplicate()).flip();
+        if (track(new Op(id, future, null))) {
+            enqueue(new Frame(new ByteBuffer[] {frame}, Kind.SEND, id));
+        }
+        return future;
+    }
+
+    private boolean reserveSlot(CompletableFuture<Void> future) {
+        if (state != State.OPEN) {
+            future.completeExceptionally(closedError());
+            return false;
+        }
+        int now;
+        do {
+            now = outstanding.get();
+            if (now >= queueDepth) {
+                future.completeExceptionally(new TransportException(Status.QUEUE_FULL,
+                        "queue depth " + queueDepth + " reached on " + this));
+                return false;
+            }
+        } while (!outstanding.compareAndSet(now, now + 1));
+        if (now == 0) {
+            lastProgress = System.nanoTime(); // the timeout counts from the first outstanding operation
+        }
+        return true;
+    }
+
+    /** Makes the op visible to completion; false (and the op failed) if the channel closed meanwhile. */
+    private boolean track(Op op) {
+        pending.put(op.id, op);
+        if (state != State.OPEN) {
+            finish(op.id, closedError());
+            return false;
+        }
+        return true;
+    }
+
+    private String checkLocal(MemoryRegion local, int offset, int length) {
+        if (!(local instanceof TcpRegion region) || region.node() != node) {
+            return "the local buffer is not a region of this node: " + local;
+        }
+        if (!region.isValid()) {
+            return "the local region is deregistered: " + region;
+        }
+        if (!region.access().contains(Access.LOCAL_WRITE)) {
+            return "the local region lacks LOCAL_WRITE access: " + region;
+        }
+        if (offset < 0 || offset > region.length() - length) {
+            return "local range [" + offset + ", +" + length + ") is outside " + region;
+        }
+        return null;
+    }
+
+    private TransportException closedError() {
+        return new TransportException(Status.FLUSHED, this + " is closed");
+    }
+
+    private void enqueue(Frame frame) {
+        outbound.add(frame);
+        if (flushScheduled.compareAndSet(false, true)) {
+            node.scheduleFlush(this);
+        }
+    }
+
+    /** Completes the op with this id (success when {@code error} is null), exactly once. */
+    private void finish(long id, TransportException error) {
+        Op op = pending.remove(id);
+        if (op == null) {
+            return;
+        }
+        outstanding.decrementAndGet();
+        if (error == null) {
+            op.future.complete(null);
+        } else {
+            op.future.completeExceptionally(error);
+        }
+    }
+
+    // ---------------------------------------------------------------- connection set-up (node thread)
+
+    void startConnect(Selector selector, InetSocketAddress peer) throws IOException {
+        remote = peer;
+        key = socket.register(selector, SelectionKey.OP_CONNECT, this);
+        if (socket.connect(peer)) {
+            onConnectable();
+        }
+    }
+
+    void startAccepted(Selector selector) throws IOException {
+        remote = socket.getRemoteAddress();
+        key = socket.register(selector, SelectionKey.OP_READ, this);
+    }
+
+    void onConnectable() {
+        try {
+            if (!socket.finishConnect()) {
+                return;
+            }
+        } catch (IOException e) {
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + remote + ": " + e, e), 0,
+                    Status.RETRY_EXCEEDED);
+            return;
+        }
+        state = State.HANDSHAKE;
+        key.interestOps(SelectionKey.OP_READ);
+        outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, Kind.CONTROL, 0));
+        flush();
+    }
+
+    private ByteBuffer hello() {
+        return ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.HELLO).putLong(0)
+                .putLong(Wire.MAGIC << 32 | Wire.VERSION).putInt(node.options.maxMessageSize()).putInt(queueDepth).flip();
+    }
+
+    private void onHello(long magicVersion, int peerMaxMessage) {
+        if (magicVersion != (Wire.MAGIC << 32 | Wire.VERSION)) {
+            violation("not an RDMA tcp peer, or another protocol version (hello 0x" + Long.toHexString(magicVersion) + ")");
+            return;
+        }
+        if (peerMaxMessage < 64) {
+            violation("peer announced a maximum message size of " + peerMaxMessage);
+            return;
+        }
+        maxMessageSize = Math.min(node.options.maxMessageSize(), peerMaxMessage);
+        state = State.OPEN;
+        if (!accepted) {
+            connected.complete(this);
+            return;
+        }
+        ChannelHandler chosen;
+        try {
+            chosen = node.accept(this);
+        } catch (RuntimeException e) {
+            LOG.warn("{}: the acceptor failed for a channel from {}; closing it", node.name(), remote, e);
+            chosen = null;
+        }
+        if (chosen == null) {
+            terminate(new TransportException(Status.FLUSHED, "channel from " + remote + " rejected by the acceptor"), 0,
+                    Status.FLUSHED);
+            return;
+        }
+        handler = chosen;
+        // The answer goes ahead of anything the acceptor already sent: the peer's channel opens on it.
+        outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, Kind.CONTROL, 0));
+        flush();
+    }
+
+    // ---------------------------------------------------------------- inbound (node thread)
+
+    /**
+     * Reads what the socket has. With none of our READs on the wire, no READ payload can arrive,
+     * so the inbox takes many small frames (requests, messages) per system call. With READs on
+     * the wire, it takes exactly one header at a time and a READ payload is read straight into
+     * its destination together with the next header (one scattering read per response).
+     */
+    void onReadable() {
+        try {
+            int reads = 0;
+            while (!readPaused && state != State.CLOSED && state != State.CONNECTING && !node.stalled()) {
+                if (payload == null && end - start >= Wire.HEADER_BYTES) {
+                    int at = start;
+                    start += Wire.HEADER_BYTES;
+                    onHeader(inbox.get(at), inbox.getLong(at + 1), inbox.getLong(at + 9), inbox.getInt(at + 17),
+                            inbox.getInt(at + 21));
+                    continue;
+                }
+                if (reads++ == 64) {
+                    break; // fairness to other channels; the selector calls again while bytes wait
+                }
+                ByteBuffer window = inboxWindow();
+                long n;
+                if (payload == null) {
+                    n = socket.read(window);
+                } else {
+                    scatter[0] = payload;
+                    scatter[1] = window;
+                    n = socket.read(scatter);
+                }
+                end = window.position();
+                if (n < 0) {
+                    terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + remote + " closed the connection"), 0,
+                            Status.RETRY_EXCEEDED);
+                    return;
+                }
+                if (n == 0) {
+                    break;
+                }
+                lastProgress = System.nanoTime();
+                if (payload != null && !payload.hasRemaining()) {
+                    onPayload();
+                }
+            }
+            updateReadInterest();
+        } catch (IOException e) {
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remote + " lost: " + e, e), 0,
+                    Status.RETRY_EXCEEDED);
+        }
+    }
+
+    /** The free part of the inbox the next read may fill. */
+    private ByteBuffer inboxWindow() {
+        if (start == end) {
+            start = end = 0;
+        } else if (INBOX_BYTES - end < Wire.HEADER_BYTES) {
+            inbox.limit(end).position(start);
+            inbox.compact();
+            end -= start;
+            start = 0;
+        }
+        int room = readsOnWire > 0 ? Wire.HEADER_BYTES - (end - start) : INBOX_BYTES - end;
+        return inbox.limit(end + room).position(end);
+    }
+
+    private void onHeader(byte type, long id, long a, int b, int c) {
+        if (state == State.HANDSHAKE) {
+            if (type == Wire.HELLO) {
+                onHello(a, b);
+            } else {
+                violation("frame type " + type + " before the handshake");
+            }
+            return;
+        }
+        switch (type) {
+            case Wire.READ_REQ -> serveRead(id, a, b, c);
+            case Wire.READ_RESP -> onReadResponse(id, b, c);
+            case Wire.SEND -> {
+                if (c < 0 || c > node.options.maxMessageSize()) {
+                    violation("message of " + c + " bytes exceeds the maximum of " + node.options.maxMessageSize());
+                    return;
+                }
+                if (messageBuffer == null) {
+                    messageBuffer = ByteBuffer.allocate(node.options.maxMessageSize());
+                }
+                messageBuffer.clear().limit(c);
+                int buffered = Math.min(c, end - start);
+                messageBuffer.put(inbox.slice(start, buffered));
+                start += buffered;
+                payload = messageBuffer;
+                payloadOp = null;
+                if (!messageBuffer.hasRemaining()) {
+                    onPayload();
+                }
+            }
+            default -> violation("unknown frame type " + type);
+        }
+    }
+
+    private void serveRead(long id, long address, int rkey, int length) {
+        Status status = Status.SUCCESS;
+        ByteBuffer data = null;
+        if (length < 1 || length > MAX_READ_BYTES) {
+            status = Status.REMOTE_INVALID_REQUEST;
+        } else {
+            TcpRegion region = node.region(rkey);
+            int offset = region == null ? -1 : region.offsetOf(address, length);
+            if (offset < 0 || !region.isValid() || !region.access().contains(Access.REMOTE_READ)) {
+                status = Status.REMOTE_ACCESS_ERROR;
+                LOG.debug("{}: refused READ from {} of {} bytes at 0x{} rkey {}: {}", node.name(), remote, length,
+                        Long.toHexString(address), Integer.toHexString(rkey), region == null ? "no such rkey" : region);
+            } else {
+                data = region.slice(offset, length);
+            }
+        }
+        ByteBuffer response = ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.READ_RESP).putLong(id).putLong(0)
+                .putInt(Wire.code(status)).putInt(data == null ? 0 : length).flip();
+        queuedResponses++;
+        enqueue(new Frame(data == null ? new ByteBuffer[] {response} : new ByteBuffer[] {response, data}, Kind.READ_RESPONSE, 0));
+        if (queuedResponses >= responseLimit) {
+            readPaused = true;
+        }
+    }
+
+    private void onReadResponse(long id, int code, int length) {
+        Op op = pending.get(id);
+        Status status = Wire.status(code);
+        if (op == null || op.destination == null || readsOnWire == 0 || start != end) {
+            violation("READ response for unknown request " + id);
+            return;
+        }
+        if (status == null) {
+            violation("READ response with unknown status " + code);
+            return;
+        }
+        readsOnWire--;
+        if (status != Status.SUCCESS) {
+            if (length != 0) {
+                violation("error READ response carrying " + length + " bytes");
+                return;
+            }
+            terminate(new TransportException(status, "peer " + remote + " refused READ " + id), id, Status.FLUSHED);
+        } else if (length != op.destination.capacity()) {
+            violation("READ response of " + length + " bytes for a READ of " + op.destination.capacity());
+        } else {
+            payload = op.destination.duplicate().clear();
+            payloadOp = op;
+        }
+    }
+
+    private void onPayload() {
+        ByteBuffer done = payload;
+        Op op = payloadOp;
+        payload = null;
+        payloadOp = null;
+        if (op != null) {
+            finish(op.id, null);
+            return;
+        }
+        done.flip();
+        try {
+            handler.onMessage(this, done);
+        } catch (RuntimeException e) {
+            LOG.error("{}: message handler of {} failed", node.name(), this, e);
+        }
+    }
+
+    private void violation(String what) {
+        LOG.warn("{}: protocol violation from {}: {}; closing the channel", node.name(), remote, what);
+        terminate(new TransportException(Status.BAD_RESPONSE, "protocol violation from " + remote + ": " + what), 0,
+                Status.BAD_RESPONSE);
+    }
+
+    void updateReadInterest() {
+        if (key == null || !key.isValid() || state == State.CONNECTING) {
+            return;
+        }
+        boolean read = !readPaused && !node.stalled();
+        int ops = key.interestOps();
+        int wanted = read ? ops | SelectionKey.OP_READ : ops & ~SelectionKey.OP_READ;
+        if (wanted != ops) {
+            key.interestOps(wanted);
+        }
+    }
+
+    // ---------------------------------------------------------------- outbound (node thread)
+
+    void flush() {
+        flushScheduled.set(false);
+        if (state == State.CLOSED || state == State.CONNECTING || key == null) {
+            return;
+        }
+        try {
+            while (!outbound.isEmpty()) {
+                List<ByteBuffer> gather = new ArrayList<>();
+                for (Iterator<Frame> it = outbound.iterator(); it.hasNext() && gather.size() < MAX_GATHER; ) {
+                    for (ByteBuffer b : it.next().buffers) {
+                        gather.add(b);
+                    }
+                }
+                long written = socket.write(gather.toArray(new ByteBuffer[0]));
+                if (written > 0) {
+                    lastProgress = System.nanoTime();
+                }
+                for (Frame head; (head = outbound.peek()) != null && !head.buffers[head.buffers.length - 1].hasRemaining(); ) {
+                    outbound.poll();
+                    written(head);
+                }
+                if (gather.get(gather.size() - 1).hasRemaining()) {
+                    // The socket is full: continue when it can take more.
+                    key.interestOps(key.interestOps() | SelectionKey.OP_WRITE);
+                    return;
+                }
+            }
+            if (key.isValid()) {
+                key.interestOps(key.interestOps() & ~SelectionKey.OP_WRITE);
+            }
+        } catch (IOException e) {
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remote + " lost: " + e, e), 0,
+                    Status.RETRY_EXCEEDED);
+        }
+    }
+
+    private void written(Frame frame) {
+        switch (frame.kind) {
+            case SEND -> finish(frame.sendId, null);
+            case READ_REQUEST -> readsOnWire++;
+            case READ_RESPONSE -> {
+                if (--queuedResponses < responseLimit / 2 && readPaused) {
+                    readPaused = false;
+                    onReadable(); // a header may already wait in the inbox
+                }
+            }
+            case CONTROL -> { }
+        }
+    }
+
+    // ---------------------------------------------------------------- failure and close
+
+    void checkTimeout(long now) {
+        long timeout = node.options.operationTimeout().toNanos();
+        if (state == State.CONNECTING || state == State.HANDSHAKE) {
+            if (now - handshakeDeadline > 0) {
+                terminate(new TransportException(Status.RETRY_EXCEEDED, "no handshake with " + remote + " within "
+                        + node.options.operationTimeout().toMillis() + " ms"), 0, Status.RETRY_EXCEEDED);
+            }
+        } else if (state == State.OPEN && outstanding.get() > 0 && now - lastProgress > timeout) {
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "no progress from " + remote + " for "
+                    + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms with " + outstanding.get()
+                    + " operations outstanding (operationTimeout)"), 0, Status.RETRY_EXCEEDED);
+        }
+    }
+
+    /** Hard close with a reset, for fault injection. */
+    void abort(TransportException cause) {
+        try {
+            socket.setOption(StandardSocketOptions.SO_LINGER, 0);
+        } catch (IOException e) {
+            LOG.trace("cannot set SO_LINGER", e);
+        }
+        terminate(cause, 0, cause.status());
+    }
+
+    /**
+     * Closes the channel once: the op {@code culprit} (0 for none) fails with {@code cause},
+     * every other outstanding op with {@code others}, and the handler hears {@code cause}.
+     * A null cause is an orderly local close: ops end FLUSHED and the handler hears null.
+     */
+    void terminate(TransportException cause, long culprit, Status others) {
+        synchronized (this) {
+            if (state == State.CLOSED) {
+                return;
+            }
+            state = State.CLOSED;
+        }
+        if (key != null) {
+            key.cancel();
+        }
+        TcpNode.closeQuietly(socket);
+        node.removed(this);
+        TransportException reason = cause != null ? cause : closedError();
+        if (connected != null && !connected.isDone()) {
+            connected.completeExceptionally(reason);
+            return;
+        }
+        int failed = pending.size();
+        if (culprit != 0) {
+            finish(culprit, reason);
+        }
+        TransportException rest = others == reason.status() ? reason
+                : new TransportException(others, this + " broke: " + reason.getMessage(), reason);
+        for (Long id : List.copyOf(pending.keySet())) {
+            finish(id, rest);
+        }
+        outbound.clear();
+        if (cause != null) {
+            if (failed > 0) {
+                LOG.warn("{}: channel to {} closed with {} operations failed: {}", node.name(), remote, failed, cause.getMessage());
+            } else {
+                LOG.debug("{}: channel to {} closed: {}", node.name(), remote, cause.getMessage());
+            }
+        }
+        ChannelHandler h = handler;
+        if (h != null) {
+            try {
+                h.onClosed(this, cause);
+            } catch (RuntimeException e) {
+                LOG.error("{}: onClosed handler of {} failed", node.name(), this, e);
+            }
+        }
+    }
+
+    /** Closes at once on the calling thread: outstanding ops end FLUSHED before this returns. */
+    @Override
+    public void close() {
+        terminate(null, 0, Status.FLUSHED);
+    }
+
+    // ---------------------------------------------------------------- accessors
+
+    @Override
+    public int queueDepth() {
+        return queueDepth;
+    }
+
+    @Override
+    public int maxMessageSize() {
+        return maxMessageSize;
+    }
+
+    @Override
+    public int outstanding() {
+        return outstanding.get();
+    }
+
+    @Override
+    public boolean isOpen() {
+        return state == State.OPEN;
+    }
+
+    @Override
+    public SocketAddress remoteAddress() {
+        return remote;
+    }
+
+    @Override
+    public String toString() {
+        return "TcpChannel[" + node.name() + " <-> " + remote + "]";
+    }
+}

@@ -1,0 +1,404 @@
+package io.rdmaplane.rdma.provider.tcp;
+
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelAcceptor;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A tcp node: a region table and one selector thread that does all socket I/O. READ requests
+ * from peers are served on that thread straight from the region table; no application code
+ * runs on the serving side. Callbacks and completions run on that thread too.
+ */
+public final class TcpNode implements Node {
+    private static final Logger LOG = LoggerFactory.getLogger(TcpNode.class);
+    private static final AtomicInteger NODE_IDS = new AtomicInteger();
+    /** Virtual addresses start high and leave a gap page between regions, so none are adjacent. */
+    private static final long FIRST_ADDRESS = 0x1000_0000_0000L;
+    private static final long PAGE = 4096;
+
+    final NodeOptions options;
+    private final String name;
+    private final Selector selector;
+    private final Thread loop;
+    private final ConcurrentLinkedQueue<Runnable> tasks = new ConcurrentLinkedQueue<>();
+    private final AtomicBoolean wakeupPending = new AtomicBoolean();
+    private final Map<Integer, TcpRegion> regions = new ConcurrentHashMap<>();
+    private final Set<TcpChannel> channels = ConcurrentHashMap.newKeySet();
+    private final java.util.ArrayDeque<TcpChannel> toFlush = new java.util.ArrayDeque<>(); // node thread only
+    private final AtomicLong registrations = new AtomicLong();
+    private final AtomicLong nextAddress = new AtomicLong(FIRST_ADDRESS);
+    private final long tickMillis;
+    private volatile boolean closed;
+    private volatile boolean stalled;
+    private volatile InetSocketAddress localAddress;
+    private ServerSocketChannel server;
+    private ChannelAcceptor acceptor;
+
+    TcpNode(NodeOptions options) throws TransportException {
+        this.options = options;
+        this.name = "rdma-tcp-node-" + NODE_IDS.incrementAndGet();
+        this.tickMillis = Math.max(5, Math.min(50, options.operationTimeout().toMillis() / 4));
+        try {
+            this.selector = Selector.open();
+        } catch (IOException e) {
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "cannot open a selector: " + e, e);
+        }
+        this.loop = new Thread(this::runLoop, name);
+        loop.setDaemon(true);
+        loop.start();
+    }
+
+    @Override
+    public String providerName() {
+        return TcpProvider.INSTANCE.name();
+    }
+
+    @Override
+    public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
+        Objects.requireNonNull(buffer, "buffer");
+        if (!buffer.isDirect()) {
+            throw new IllegalArgumentException("only direct buffers can be registered (as with ibv_reg_mr, memory must not move)");
+        }
+        if (!buffer.hasRemaining()) {
+            throw new IllegalArgumentException("cannot register an empty buffer");
+        }
+        if (buffer.isReadOnly() && access.contains(Access.LOCAL_WRITE)) {
+            throw new IllegalArgumentException("a read-only buffer cannot be registered with LOCAL_WRITE access");
+        }
+        if (closed) {
+            throw new TransportException(Status.FLUSHED, name + " is closed");
+        }
+        ByteBuffer memory = buffer.slice();
+        long span = (memory.capacity() + 2 * PAGE - 1) / PAGE * PAGE;
+        long address = nextAddress.getAndAdd(span);
+        TcpRegion region;
+        do {
+            int rkey = ThreadLocalRandom.current().nextInt();
+            region = rkey == 0 ? null : new TcpRegion(this, memory, address, rkey, Set.copyOf(access));
+        } while (region == null || regions.putIfAbsent(region.rkey(), region) != null);
+        registrations.incrementAndGet();
+        return region;
+    }
+
+    /** The valid region with this rkey, or null. */
+    TcpRegion region(int rkey) {
+        return regions.get(rkey);
+    }
+
+    void forget(TcpRegion region) {
+        regions.remove(region.rkey(), region);
+    }
+
+    @Override
+    public long registrationCount() {
+        return registrations.get();
+    }
+
+    @Override
+    public synchronized void listen(ChannelAcceptor acceptor) throws TransportException {
+        Objects.requireNonNull(acceptor, "acceptor");
+        if (server != null) {
+            throw new IllegalStateException(name + " is already listening on " + localAddress);
+        }
+        if (closed) {
+            throw new TransportException(Status.FLUSHED, name + " is closed");
+        }
+        try {
+            ServerSocketChannel socket = ServerSocketChannel.open();
+            socket.bind(options.bindAddress(), 1024);
+            socket.configureBlocking(false);
+            this.acceptor = acceptor;
+            this.server = socket;
+            this.localAddress = (InetSocketAddress) socket.getLocalAddress();
+            CompletableFuture<Void> registered = new CompletableFuture<>();
+            execute(() -> {
+                try {
+                    socket.register(selector, SelectionKey.OP_ACCEPT);
+                    registered.complete(null);
+                } catch (IOException e) {
+                    registered.completeExceptionally(e);
+                }
+            });
+            registered.get(10, TimeUnit.SECONDS);
+            LOG.debug("{} listening on {}", name, localAddress);
+        } catch (Exception e) {
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+                    "cannot listen on " + options.bindAddress() + ": " + e, e);
+        }
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return localAddress;
+    }
+
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
+        Objects.requireNonNull(peer, "peer");
+        Objects.requireNonNull(handler, "handler");
+        if (queueDepth < 1) {
+            throw new IllegalArgumentException("queueDepth must be at least 1, was " + queueDepth);
+        }
+        CompletableFuture<Channel> connected = new CompletableFuture<>();
+        if (closed) {
+            connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));
+            return connected;
+        }
+        if (peer.isUnresolved()) {
+            connected.completeExceptionally(new TransportException(Status.RETRY_EXCEEDED, "cannot resolve " + peer));
+            return connected;
+        }
+        execute(() -> {
+            if (closed) {
+                connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));
+                return;
+            }
+            try {
+                SocketChannel socket = SocketChannel.open();
+                configure(socket);
+                TcpChannel channel = new TcpChannel(this, socket, queueDepth, handler, connected);
+                channels.add(channel);
+                channel.startConnect(selector, peer);
+            } catch (IOException | RuntimeException e) {
+                connected.completeExceptionally(new TransportException(Status.RETRY_EXCEEDED,
+                        "cannot connect to " + peer + ": " + e, e));
+            }
+        });
+        return connected;
+    }
+
+    private static void configure(SocketChannel socket) throws IOException {
+        socket.configureBlocking(false);
+        socket.setOption(StandardSocketOptions.TCP_NODELAY, true);
+    }
+
+    /** Runs a task on the node's thread (at once if called from it). */
+    void execute(Runnable task) {
+        if (Thread.currentThread() == loop) {
+            task.run();
+            return;
+        }
+        tasks.add(task);
+        if (wakeupPending.compareAndSet(false, true)) {
+            selector.wakeup();
+        }
+        if (closed && !loop.isAlive()) {
+            runTasks(); // the thread is gone: settle the task here rather than lose it
+        }
+    }
+
+    private void runTasks() {
+        for (Runnable task; (task = tasks.poll()) != null; ) {
+            try {
+                task.run();
+            } catch (RuntimeException e) {
+                LOG.error("{}: task failed", name, e);
+            }
+        }
+    }
+
+    /**
+     * Flushes the channel soon: at the end of the current loop turn when called on the node's
+     * thread (so the writes of many completions go out in one system call), else via a task.
+     */
+    void scheduleFlush(TcpChannel channel) {
+        if (inLoop()) {
+            toFlush.add(channel);
+        } else {
+            execute(channel::flush);
+        }
+    }
+
+    boolean inLoop() {
+        return Thread.currentThread() == loop;
+    }
+
+    void removed(TcpChannel channel) {
+        channels.remove(channel);
+    }
+
+    boolean stalled() {
+        return stalled;
+    }
+
+    String name() {
+        return name;
+    }
+
+    private void runLoop() {
+        try {
+            while (!closed) {
+                selector.select(tickMillis);
+                wakeupPending.set(false);
+                runTasks();
+                Iterator<SelectionKey> keys = selector.selectedKeys().iterator();
+                while (keys.hasNext()) {
+                    SelectionKey key = keys.next();
+                    keys.remove();
+                    handle(key);
+                }
+                for (TcpChannel channel; (channel = toFlush.poll()) != null; ) {
+                    channel.flush();
+                }
+                long now = System.nanoTime();
+                for (TcpChannel channel : channels) {
+                    channel.checkTimeout(now);
+                }
+            }
+        } catch (Throwable t) {
+            LOG.error("{}: transport thread failed; closing the node", name, t);
+            closed = true;
+        } finally {
+            shutdown();
+        }
+    }
+
+    private void handle(SelectionKey key) {
+        if (!key.isValid()) {
+            return;
+        }
+        if (key.attachment() == null) {
+            if (key.isAcceptable()) {
+                acceptAll();
+            }
+            return;
+        }
+        TcpChannel channel = (TcpChannel) key.attachment();
+        if (key.isConnectable()) {
+            channel.onConnectable();
+            return;
+        }
+        if (key.isWritable()) {
+            channel.flush();
+        }
+        if (key.isValid() && key.isReadable()) {
+            channel.onReadable();
+        }
+    }
+
+    private void acceptAll() {
+        for (int i = 0; i < 64; i++) {
+            SocketChannel socket;
+            try {
+                socket = server.accept();
+                if (socket == null) {
+                    return;
+                }
+                configure(socket);
+            } catch (IOException e) {
+                LOG.warn("{}: accept failed: {}", name, e.toString());
+                return;
+            }
+            try {
+                TcpChannel channel = new TcpChannel(this, socket, options.acceptQueueDepth(), null, null);
+                channels.add(channel);
+                channel.startAccepted(selector);
+            } catch (IOException e) {
+                LOG.warn("{}: cannot set up the channel from {}: {}", name, socket, e.toString());
+                closeQuietly(socket);
+            }
+        }
+    }
+
+    /** Asks the acceptor for a handler; null rejects the channel. */
+    ChannelHandler accept(TcpChannel channel) {
+        return acceptor.accept(channel);
+    }
+
+    private void shutdown() {
+        TransportException closing = new TransportException(Status.FLUSHED, name + " closed");
+        for (TcpChannel channel : new ArrayList<>(channels)) {
+            channel.terminate(closing, 0, Status.FLUSHED);
+        }
+        runTasks();
+        if (server != null) {
+            closeQuietly(server);
+        }
+        closeQuietly(selector);
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        selector.wakeup();
+        if (!inLoop()) {
+            try {
+                loop.join(TimeUnit.SECONDS.toMillis(10));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            runTasks();
+        }
+        // After the channels are down, so peers see the connection end rather than refused READs.
+        for (TcpRegion region : regions.values()) {
+            region.deregister();
+        }
+        LOG.debug("{} closed", name);
+    }
+
+    // ---- Fault injection, for tests of the layers above: no production path calls these. ----
+
+    /** Cuts every connection of this node at once, as a pulled cable would (peers see a reset). */
+    public void injectConnectionCut() {
+        execute(() -> {
+            TransportException cut = new TransportException(Status.RETRY_EXCEEDED, "connection cut (fault injection)");
+            for (TcpChannel channel : new ArrayList<>(channels)) {
+                channel.abort(cut);
+            }
+        });
+    }
+
+    /** Stops (or resumes) reading from every connection, as a hung peer would: nothing is answered. */
+    public void injectStall(boolean stall) {
+        stalled = stall;
+        execute(() -> channels.forEach(channel -> {
+            channel.updateReadInterest();
+            channel.onReadable(); // a header may already wait in the buffer
+        }));
+    }
+
+    static void closeQuietly(java.io.Closeable closeable) {
+        try {
+            closeable.close();
+        } catch (IOException e) {
+            LOG.trace("close failed", e);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return name + (localAddress == null ? "" : "@" + localAddress);
+    }
+}

@@ -1,0 +1,48 @@
+package io.rdmaplane.rdma.provider.tcp;
+
+import io.rdmaplane.rdma.provider.Status;
+
+/**
+ * The tcp provider's frames. Every frame starts with a fixed 25-byte header
+ * {@code type:u8 id:i64 a:i64 b:i32 c:i32} (big-endian); READ_RESP and SEND are followed by
+ * {@code c} payload bytes. Fixed headers keep the parser a two-state machine and let a
+ * READ payload be read from the socket straight into the caller's registered buffer.
+ * <pre>
+ * HELLO      id=0            a=MAGIC&lt;&lt;32|VERSION  b=max message size  c=queue depth
+ * READ_REQ   id=request id   a=remote address     b=rkey               c=length
+ * READ_RESP  id=request id   a=0                  b=status code        c=payload length (0 on error)
+ * SEND       id=0            a=0                  b=0                  c=payload length
+ * </pre>
+ */
+final class Wire {
+    static final int HEADER_BYTES = 25;
+    static final byte HELLO = 1;
+    static final byte READ_REQ = 2;
+    static final byte READ_RESP = 3;
+    static final byte SEND = 4;
+    static final long MAGIC = 0x52444d54L; // "RDMT"
+    static final int VERSION = 1;
+
+    private Wire() {
+    }
+
+    /** Explicit wire codes, so reordering the enum never changes the protocol. */
+    static int code(Status status) {
+        return switch (status) {
+            case SUCCESS -> 0;
+            case REMOTE_ACCESS_ERROR -> 1;
+            case REMOTE_INVALID_REQUEST -> 2;
+            default -> throw new IllegalArgumentException("a responder never sends " + status);
+        };
+    }
+
+    /** The status a READ_RESP code stands for, or null for a code the protocol does not define. */
+    static Status status(int code) {
+        return switch (code) {
+            case 0 -> Status.SUCCESS;
+            case 1 -> Status.REMOTE_ACCESS_ERROR;
+            case 2 -> Status.REMOTE_INVALID_REQUEST;
+            default -> null;
+        };
+    }
+}

@@ -1,0 +1,485 @@
+package io.rdmaplane.rdma.provider;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * What every provider must do, in the SPI's own terms. A provider's test extends this and
+ * supplies the provider and the node options (tcp on loopback here; verbs on rxe in the VM).
+ * Time limits below only bound a hang; they never measure speed.
+ */
+public abstract class ProviderConformanceSuite {
+    protected static final long WAIT_SECONDS = 20;
+
+    protected Node server;
+    protected Node client;
+    /** Channels the server accepted, and the messages they received, in arrival order. */
+    protected final LinkedBlockingQueue<Channel> accepted = new LinkedBlockingQueue<>();
+    protected final List<byte[]> serverInbox = new CopyOnWriteArrayList<>();
+
+    protected abstract TransportProvider provider();
+
+    protected abstract NodeOptions serverOptions();
+
+    protected abstract NodeOptions clientOptions();
+
+    @BeforeEach
+    void startNodes() throws Exception {
+        assertTrue(provider().isAvailable(), () -> "provider unavailable: " + provider().unavailabilityCause());
+        server = provider().createNode(serverOptions());
+        server.listen(channel -> {
+            accepted.add(channel);
+            return new ChannelHandler() {
+                @Override
+                public void onMessage(Channel ch, ByteBuffer message) {
+                    serverInbox.add(bytes(message));
+                }
+            };
+        });
+        client = provider().createNode(clientOptions());
+    }
+
+    @AfterEach
+    void stopNodes() {
+        if (client != null) {
+            client.close();
+        }
+        if (server != null) {
+            server.close();
+        }
+    }
+
+    // ------------------------------------------------------------------ READ
+
+    @ParameterizedTest(name = "READ of {0} bytes")
+    @ValueSource(ints = {1, 4096, 64 << 10, 1 << 20, 8 << 20})
+    void readsOfEverySizeArriveIntact(int size) throws Exception {
+        int skew = 24; // read from inside the region, into the middle of the landing buffer
+        MemoryRegion source = exposed(server, size + skew, 1);
+        MemoryRegion landing = landing(client, size + 2 * skew);
+        Channel channel = connect(16);
+        await(channel.read(source.address() + skew, source.rkey(), size, landing, skew));
+        assertArrayEquals(bytes(source.buffer().slice(skew, size)), bytes(landing.buffer().slice(skew, size)));
+        assertEquals(0, landing.buffer().get(0), "bytes before the landing offset stay untouched");
+        assertEquals(0, channel.outstanding());
+    }
+
+    @Test
+    void readsOutsideOneToEightMiBAreRefusedBeforePosting() throws Exception {
+        MemoryRegion landing = landing(client, 4096);
+        Channel channel = connect(4);
+        assertThrows(IllegalArgumentException.class, () -> channel.read(0, 1, Channel.MAX_READ_BYTES + 1, landing, 0));
+        assertThrows(IllegalArgumentException.class, () -> channel.read(0, 1, 0, landing, 0));
+        assertTrue(channel.isOpen());
+        assertEquals(0, channel.outstanding());
+    }
+
+    @Test
+    void hundredsOfOutstandingReadsOnOneChannel() throws Exception {
+        int reads = 400;
+        int size = 4096;
+        MemoryRegion source = exposed(server, reads * size, 2);
+        MemoryRegion landing = landing(client, reads * size);
+        Channel channel = connect(512);
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        for (int i = 0; i < reads; i++) {
+            // Reverse order, so a provider that confuses requests shows it in the content.
+            int remote = (reads - 1 - i) * size;
+            futures.add(channel.read(source.address() + remote, source.rkey(), size, landing, i * size));
+        }
+        for (CompletableFuture<Void> f : futures) {
+            await(f);
+        }
+        for (int i = 0; i < reads; i++) {
+            int remote = (reads - 1 - i) * size;
+            assertArrayEquals(bytes(source.buffer().slice(remote, size)), bytes(landing.buffer().slice(i * size, size)),
+                    "READ " + i);
+        }
+    }
+
+    @Test
+    void outstandingReadsAcrossChannelsFromManyThreads() throws Exception {
+        int threads = 8;
+        int channelsPerThread = 4;
+        int readsPerChannel = 50;
+        int size = 16 << 10;
+        MemoryRegion source = exposed(server, 1 << 20, 3);
+        byte[] expected = bytes(source.buffer());
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        try {
+            List<Future<?>> results = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                int seed = t;
+                results.add(pool.submit(() -> {
+                    Random random = new Random(seed);
+                    for (int c = 0; c < channelsPerThread; c++) {
+                        MemoryRegion landing = landing(client, readsPerChannel * size);
+                        Channel channel = connect(readsPerChannel);
+                        int[] offsets = new int[readsPerChannel];
+                        List<CompletableFuture<Void>> futures = new ArrayList<>();
+                        for (int r = 0; r < readsPerChannel; r++) {
+                            offsets[r] = random.nextInt(source.length() - size);
+                            futures.add(channel.read(source.address() + offsets[r], source.rkey(), size, landing, r * size));
+                        }
+                        for (int r = 0; r < readsPerChannel; r++) {
+                            await(futures.get(r));
+                            byte[] want = java.util.Arrays.copyOfRange(expected, offsets[r], offsets[r] + size);
+                            assertArrayEquals(want, bytes(landing.buffer().slice(r * size, size)));
+                        }
+                        channel.close();
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> f : results) {
+                f.get(WAIT_SECONDS * 3, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void bothEndsOfAChannelCanReadEachOther() throws Exception {
+        MemoryRegion clientSource = exposed(client, 8192, 4);
+        MemoryRegion serverLanding = landing(server, 8192);
+        connect(4);
+        Channel back = accepted.poll(WAIT_SECONDS, TimeUnit.SECONDS);
+        await(back.read(clientSource.address(), clientSource.rkey(), 8192, serverLanding, 0));
+        assertArrayEquals(bytes(clientSource.buffer()), bytes(serverLanding.buffer()));
+    }
+
+    // ------------------------------------------------------------------ remote access errors
+
+    @Test
+    void readPastTheEndOfARegionIsARemoteAccessError() throws Exception {
+        MemoryRegion source = exposed(server, 4096, 5);
+        assertRemoteAccessError(source.address() + 4000, source.rkey(), 200);
+    }
+
+    @Test
+    void readStartingBeforeARegionIsARemoteAccessError() throws Exception {
+        MemoryRegion source = exposed(server, 4096, 5);
+        assertRemoteAccessError(source.address() - 1, source.rkey(), 16);
+    }
+
+    @Test
+    void readWithAWrongRkeyIsARemoteAccessError() throws Exception {
+        MemoryRegion source = exposed(server, 4096, 6);
+        assertRemoteAccessError(source.address(), source.rkey() ^ 0x5a5a5a5a, 16);
+    }
+
+    @Test
+    void readAfterDeregistrationIsARemoteAccessError() throws Exception {
+        MemoryRegion source = exposed(server, 4096, 7);
+        Channel channel = connect(4);
+        MemoryRegion landing = landing(client, 4096);
+        await(channel.read(source.address(), source.rkey(), 4096, landing, 0));
+        source.deregister();
+        assertFalse(source.isValid());
+        assertRemoteAccessError(source.address(), source.rkey(), 4096);
+    }
+
+    @Test
+    void readOfARegionWithoutRemoteReadAccessIsARemoteAccessError() throws Exception {
+        ByteBuffer memory = ByteBuffer.allocateDirect(4096);
+        MemoryRegion privateRegion = server.register(memory, EnumSet.of(Access.LOCAL_WRITE));
+        assertRemoteAccessError(privateRegion.address(), privateRegion.rkey(), 16);
+    }
+
+    /**
+     * The READ fails with REMOTE_ACCESS_ERROR. As an RC queue pair does, the channel is then
+     * broken: a later operation is FLUSHED, and a new channel to the same peer works.
+     */
+    private void assertRemoteAccessError(long address, int rkey, int length) throws Exception {
+        Channel channel = connect(4);
+        MemoryRegion landing = landing(client, Math.max(length, 4096));
+        assertStatus(Status.REMOTE_ACCESS_ERROR, channel.read(address, rkey, length, landing, 0));
+        assertStatus(Status.FLUSHED, channel.read(address, rkey, length, landing, 0));
+        assertFalse(channel.isOpen());
+        MemoryRegion good = exposed(server, 64, 8);
+        Channel fresh = connect(4);
+        await(fresh.read(good.address(), good.rkey(), 64, landing, 0));
+        assertArrayEquals(bytes(good.buffer()), bytes(landing.buffer().slice(0, 64)));
+    }
+
+    // ------------------------------------------------------------------ local protection errors
+
+    @Test
+    void readIntoARegionWithoutLocalWriteIsALocalProtectionError() throws Exception {
+        MemoryRegion source = exposed(server, 4096, 9);
+        MemoryRegion readOnlyLanding = client.register(ByteBuffer.allocateDirect(4096), EnumSet.of(Access.REMOTE_READ));
+        Channel channel = connect(4);
+        assertStatus(Status.LOCAL_PROTECTION_ERROR, channel.read(source.address(), source.rkey(), 16, readOnlyLanding, 0));
+    }
+
+    @Test
+    void readPastTheEndOfTheLandingRegionIsALocalProtectionError() throws Exception {
+        MemoryRegion source = exposed(server, 4096, 10);
+        MemoryRegion landing = landing(client, 4096);
+        Channel channel = connect(4);
+        assertStatus(Status.LOCAL_PROTECTION_ERROR, channel.read(source.address(), source.rkey(), 4096, landing, 1));
+    }
+
+    @Test
+    void readIntoAnotherNodesRegionIsALocalProtectionError() throws Exception {
+        MemoryRegion source = exposed(server, 4096, 11);
+        MemoryRegion foreign = landing(server, 4096);
+        Channel channel = connect(4);
+        assertStatus(Status.LOCAL_PROTECTION_ERROR, channel.read(source.address(), source.rkey(), 16, foreign, 0));
+    }
+
+    @Test
+    void registrationRulesAreCheckedUpFront() throws Exception {
+        assertThrows(IllegalArgumentException.class, () -> client.register(ByteBuffer.allocate(64)));
+        assertThrows(IllegalArgumentException.class, () -> client.register(ByteBuffer.allocateDirect(0)));
+        ByteBuffer readOnly = ByteBuffer.allocateDirect(64).asReadOnlyBuffer();
+        assertThrows(IllegalArgumentException.class, () -> client.register(readOnly, EnumSet.of(Access.LOCAL_WRITE)));
+        MemoryRegion region = client.register(readOnly);
+        assertEquals(Set.of(Access.REMOTE_READ), region.access(), "remote read only by default");
+        assertEquals(64, region.length());
+    }
+
+    // ------------------------------------------------------------------ send / receive
+
+    @Test
+    void messagesArriveInOrderAndIntactInBothDirections() throws Exception {
+        List<byte[]> clientInbox = new CopyOnWriteArrayList<>();
+        Channel channel = connect(64, new ChannelHandler() {
+            @Override
+            public void onMessage(Channel ch, ByteBuffer message) {
+                clientInbox.add(bytes(message));
+            }
+        });
+        Channel back = accepted.poll(WAIT_SECONDS, TimeUnit.SECONDS);
+        int count = 1000;
+        List<CompletableFuture<Void>> sends = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            sends.add(sendWhenRoom(channel, message(i)));
+            sends.add(sendWhenRoom(back, message(i)));
+        }
+        for (CompletableFuture<Void> f : sends) {
+            await(f);
+        }
+        waitUntil(() -> serverInbox.size() == count && clientInbox.size() == count);
+        for (int i = 0; i < count; i++) {
+            assertArrayEquals(message(i).array(), serverInbox.get(i), "client->server message " + i);
+            assertArrayEquals(message(i).array(), clientInbox.get(i), "server->client message " + i);
+        }
+    }
+
+    @Test
+    void messagesUpToTheMaximumSizeAndEmptyOnesArrive() throws Exception {
+        Channel channel = connect(4);
+        byte[] big = new byte[channel.maxMessageSize()];
+        new Random(12).nextBytes(big);
+        await(channel.send(ByteBuffer.wrap(big)));
+        await(channel.send(ByteBuffer.allocate(0)));
+        waitUntil(() -> serverInbox.size() == 2);
+        assertArrayEquals(big, serverInbox.get(0));
+        assertEquals(0, serverInbox.get(1).length);
+        assertThrows(IllegalArgumentException.class, () -> channel.send(ByteBuffer.allocate(channel.maxMessageSize() + 1)));
+        assertTrue(channel.isOpen());
+    }
+
+    // ------------------------------------------------------------------ peers that go away
+
+    @Test
+    void peerClosingMidReadFailsEveryOutstandingReadWithATypedError() throws Exception {
+        MemoryRegion source = exposed(server, 8 << 20, 13);
+        int reads = 16;
+        MemoryRegion landing = landing(client, 8 << 20);
+        Channel channel = connect(reads);
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        for (int i = 0; i < reads; i++) {
+            futures.add(channel.read(source.address(), source.rkey(), 8 << 20, landing, 0));
+        }
+        server.close();
+        assertEveryOpEndsSuccessfullyOr(futures, EnumSet.of(Status.RETRY_EXCEEDED, Status.FLUSHED));
+        waitUntil(() -> !channel.isOpen());
+        assertStatus(Status.FLUSHED, channel.read(source.address(), source.rkey(), 16, landing, 0));
+    }
+
+    @Test
+    void closingAChannelMidReadFlushesEveryOutstandingRead() throws Exception {
+        MemoryRegion source = exposed(server, 8 << 20, 14);
+        int reads = 16;
+        MemoryRegion landing = landing(client, 8 << 20);
+        Channel channel = connect(reads);
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        for (int i = 0; i < reads; i++) {
+            futures.add(channel.read(source.address(), source.rkey(), 8 << 20, landing, 0));
+        }
+        channel.close();
+        assertEquals(0, channel.outstanding(), "close returns with nothing outstanding");
+        assertEveryOpEndsSuccessfullyOr(futures, EnumSet.of(Status.FLUSHED));
+        assertFalse(channel.isOpen());
+        channel.close(); // idempotent
+    }
+
+    @Test
+    void connectingToNobodyFailsWithATypedError() throws Exception {
+        java.net.InetSocketAddress nobody;
+        try (java.net.ServerSocket probe = new java.net.ServerSocket(0, 1, server.localAddress().getAddress())) {
+            nobody = new java.net.InetSocketAddress(probe.getInetAddress(), probe.getLocalPort());
+        }
+        CompletableFuture<Channel> attempt = client.connect(nobody, 4, new ChannelHandler() { });
+        ExecutionException failure = assertThrows(ExecutionException.class, () -> attempt.get(WAIT_SECONDS, TimeUnit.SECONDS));
+        assertEquals(Status.RETRY_EXCEEDED, assertInstanceOf(TransportException.class, failure.getCause()).status());
+    }
+
+    // ------------------------------------------------------------------ node life cycle
+
+    @Test
+    void closingANodeReleasesEveryRegionAndThread() throws Exception {
+        Set<Thread> before = new HashSet<>(Thread.getAllStackTraces().keySet());
+        Node node = provider().createNode(clientOptions());
+        MemoryRegion region = exposed(node, 4096, 15);
+        Channel channel = node.connect(server.localAddress(), 4, new ChannelHandler() { })
+                .get(WAIT_SECONDS, TimeUnit.SECONDS);
+        MemoryRegion source = exposed(server, 64, 16);
+        await(channel.read(source.address(), source.rkey(), 64, region(node, 64), 0));
+        Set<Thread> started = new HashSet<>(Thread.getAllStackTraces().keySet());
+        started.removeAll(before);
+        for (Thread t : started) {
+            assertTrue(t.isDaemon(), "a transport thread must never keep the JVM alive: " + t);
+        }
+        node.close();
+        assertFalse(region.isValid());
+        assertFalse(channel.isOpen());
+        for (Thread t : started) {
+            t.join(TimeUnit.SECONDS.toMillis(WAIT_SECONDS));
+            assertFalse(t.isAlive(), "still running after close: " + t);
+        }
+        assertThrows(TransportException.class, () -> node.register(ByteBuffer.allocateDirect(64)));
+        CompletableFuture<Channel> late = node.connect(server.localAddress(), 4, new ChannelHandler() { });
+        ExecutionException failure = assertThrows(ExecutionException.class, () -> late.get(WAIT_SECONDS, TimeUnit.SECONDS));
+        assertEquals(Status.FLUSHED, assertInstanceOf(TransportException.class, failure.getCause()).status());
+        node.close(); // idempotent
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    protected Channel connect(int depth) throws Exception {
+        return connect(depth, new ChannelHandler() { });
+    }
+
+    protected Channel connect(int depth, ChannelHandler handler) throws Exception {
+        return client.connect(server.localAddress(), depth, handler).get(WAIT_SECONDS, TimeUnit.SECONDS);
+    }
+
+    /** A remotely readable region of {@code size} seeded bytes. */
+    protected static MemoryRegion exposed(Node node, int size, long seed) throws TransportException {
+        ByteBuffer memory = ByteBuffer.allocateDirect(size);
+        byte[] content = new byte[size];
+        new Random(seed).nextBytes(content);
+        memory.put(content).flip();
+        return node.register(memory, EnumSet.of(Access.REMOTE_READ));
+    }
+
+    /** A zeroed region to READ into. */
+    protected static MemoryRegion landing(Node node, int size) throws TransportException {
+        return node.register(ByteBuffer.allocateDirect(size), EnumSet.of(Access.LOCAL_WRITE));
+    }
+
+    private static MemoryRegion region(Node node, int size) throws TransportException {
+        return landing(node, size);
+    }
+
+    protected static byte[] bytes(ByteBuffer buffer) {
+        ByteBuffer copy = buffer.duplicate();
+        byte[] out = new byte[copy.remaining()];
+        copy.get(out);
+        return out;
+    }
+
+    private static ByteBuffer message(int i) {
+        byte[] body = new byte[1 + i % 200];
+        java.util.Arrays.fill(body, (byte) i);
+        body[0] = (byte) (i >> 8);
+        return ByteBuffer.wrap(body);
+    }
+
+    /** Sends, retrying while the queue is full (the SPI fails rather than waits). */
+    private static CompletableFuture<Void> sendWhenRoom(Channel channel, ByteBuffer message) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+        while (true) {
+            CompletableFuture<Void> f = channel.send(message);
+            if (!f.isCompletedExceptionally() || statusOf(f) != Status.QUEUE_FULL) {
+                return f;
+            }
+            if (System.nanoTime() > deadline) {
+                fail("queue stayed full for " + WAIT_SECONDS + " s");
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    private static Status statusOf(CompletableFuture<Void> f) {
+        try {
+            f.join();
+            return Status.SUCCESS;
+        } catch (java.util.concurrent.CompletionException e) {
+            return e.getCause() instanceof TransportException t ? t.status() : null;
+        }
+    }
+
+    protected static void await(CompletableFuture<?> future) throws Exception {
+        future.get(WAIT_SECONDS, TimeUnit.SECONDS);
+    }
+
+    protected static void assertStatus(Status expected, CompletableFuture<?> future) throws Exception {
+        ExecutionException failure = assertThrows(ExecutionException.class, () -> future.get(WAIT_SECONDS, TimeUnit.SECONDS),
+                "expected " + expected);
+        TransportException cause = assertInstanceOf(TransportException.class, failure.getCause());
+        assertEquals(expected, cause.status(), cause.getMessage());
+    }
+
+    private static void assertEveryOpEndsSuccessfullyOr(List<CompletableFuture<Void>> futures, Set<Status> allowed)
+            throws Exception {
+        for (CompletableFuture<Void> f : futures) {
+            try {
+                f.get(WAIT_SECONDS, TimeUnit.SECONDS);
+            } catch (ExecutionException e) {
+                TransportException cause = assertInstanceOf(TransportException.class, e.getCause());
+                assertTrue(allowed.contains(cause.status()), "unexpected " + cause.getMessage());
+            }
+        }
+    }
+
+    protected static void waitUntil(java.util.function.BooleanSupplier condition) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                fail("condition not met within " + WAIT_SECONDS + " s");
+            }
+            Thread.sleep(5);
+        }
+    }
+}

@@ -1,0 +1,285 @@
+package io.rdmaplane.rdma.provider.tcp;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.Providers;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** What only the tcp provider has: its wire format facing hostile peers, and its fault hooks. */
+class TcpProviderTest {
+    private static final int WAIT = 20;
+    private TcpNode server;
+    private TcpNode client;
+    private MemoryRegion source;
+
+    @BeforeEach
+    void start() throws Exception {
+        NodeOptions options = NodeOptions.loopback().withOperationTimeout(Duration.ofMillis(400));
+        server = (TcpNode) TcpProvider.INSTANCE.createNode(options);
+        server.listen(channel -> new ChannelHandler() { });
+        client = (TcpNode) TcpProvider.INSTANCE.createNode(options);
+        ByteBuffer memory = ByteBuffer.allocateDirect(1 << 20);
+        new Random(1).ints(1 << 18).forEach(memory::putInt);
+        source = server.register(memory.flip());
+    }
+
+    @AfterEach
+    void stop() {
+        client.close();
+        server.close();
+    }
+
+    @Test
+    void autoChoosesTcpWhenItIsTheOnlyAvailableProviderAndUnknownNamesAreRejected() throws Exception {
+        assertEquals("tcp", Providers.select("auto").name());
+        assertEquals("tcp", Providers.select(" TCP ").name());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Providers.select("infiniband"));
+        assertTrue(e.getMessage().contains("infiniband") && e.getMessage().contains("tcp"), e.getMessage());
+    }
+
+    @Test
+    void postingBeyondTheQueueDepthFailsAtOnceAndLeavesTheChannelUsable() throws Exception {
+        Channel channel = connect(4);
+        MemoryRegion landing = landing(5 * 4096);
+        server.injectStall(true);
+        List<CompletableFuture<Void>> held = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            held.add(channel.read(source.address(), source.rkey(), 4096, landing, i * 4096));
+        }
+        CompletableFuture<Void> extra = channel.read(source.address(), source.rkey(), 4096, landing, 4 * 4096);
+        assertStatus(Status.QUEUE_FULL, extra);
+        assertEquals(4, channel.outstanding());
+        assertTrue(channel.isOpen());
+        server.injectStall(false);
+        for (CompletableFuture<Void> f : held) {
+            f.get(WAIT, TimeUnit.SECONDS);
+        }
+        channel.read(source.address(), source.rkey(), 4096, landing, 4 * 4096).get(WAIT, TimeUnit.SECONDS);
+    }
+
+    @Test
+    void aPeerThatStopsAnsweringFailsOutstandingReadsAfterTheOperationTimeout() throws Exception {
+        Channel channel = connect(4);
+        server.injectStall(true);
+        CompletableFuture<Void> read = channel.read(source.address(), source.rkey(), 4096, landing(4096), 0);
+        assertStatus(Status.RETRY_EXCEEDED, read);
+        assertFalse(channel.isOpen());
+    }
+
+    @Test
+    void aCutConnectionFailsOutstandingReadsAndANewChannelWorks() throws Exception {
+        Channel channel = connect(16);
+        MemoryRegion landing = landing(1 << 20);
+        server.injectStall(true);
+        List<CompletableFuture<Void>> reads = new ArrayList<>();
+        for (int i = 0; i < 16; i++) {
+            reads.add(channel.read(source.address(), source.rkey(), 1 << 16, landing, i << 16));
+        }
+        server.injectConnectionCut();
+        for (CompletableFuture<Void> f : reads) {
+            assertStatus(Status.RETRY_EXCEEDED, f);
+        }
+        server.injectStall(false);
+        Channel fresh = connect(4);
+        fresh.read(source.address(), source.rkey(), 4096, landing, 0).get(WAIT, TimeUnit.SECONDS);
+        assertArrayEquals(bytes(source.buffer().slice(0, 4096)), bytes(landing.buffer().slice(0, 4096)));
+    }
+
+    @Test
+    void aRejectedChannelFailsToConnect() throws Exception {
+        try (Node picky = TcpProvider.INSTANCE.createNode(NodeOptions.loopback())) {
+            picky.listen(channel -> null);
+            CompletableFuture<Channel> attempt = client.connect(picky.localAddress(), 4, new ChannelHandler() { });
+            ExecutionException e = assertThrows(ExecutionException.class, () -> attempt.get(WAIT, TimeUnit.SECONDS));
+            assertInstanceOf(TransportException.class, e.getCause());
+        }
+    }
+
+    // ------------------------------------------------------------------ hostile peers on the wire
+
+    @Test
+    void aPeerThatDoesNotSpeakTheProtocolIsDisconnected() throws Exception {
+        try (Socket raw = rawSocket()) {
+            raw.getOutputStream().write("GET / HTTP/1.1\r\nHost: x\r\n\r\n".getBytes());
+            assertClosedByServer(raw);
+        }
+        assertServerStillServes();
+    }
+
+    @Test
+    void aMessageLongerThanTheMaximumClosesTheChannelWithoutAllocatingIt() throws Exception {
+        try (Socket raw = handshaken()) {
+            raw.getOutputStream().write(frame(Wire.SEND, 0, 0, 0, Integer.MAX_VALUE));
+            assertClosedByServer(raw);
+        }
+        try (Socket raw = handshaken()) {
+            raw.getOutputStream().write(frame(Wire.SEND, 0, 0, 0, -1));
+            assertClosedByServer(raw);
+        }
+        assertServerStillServes();
+    }
+
+    @Test
+    void readRequestsOfBadLengthOrOutsideARegionGetAnErrorAnswerNotData() throws Exception {
+        try (Socket raw = handshaken()) {
+            DataInputStream in = new DataInputStream(raw.getInputStream());
+            long[][] requests = {
+                {1, source.address(), source.rkey(), Integer.MAX_VALUE, 2},
+                {2, source.address(), source.rkey(), -5, 2},
+                {3, source.address(), source.rkey(), 0, 2},
+                {4, Long.MAX_VALUE - 8, source.rkey(), 4096, 1},
+                {5, source.address() + source.length() - 1, source.rkey(), 2, 1},
+                {6, Long.MIN_VALUE, source.rkey(), 16, 1},
+                {7, source.address(), source.rkey() + 1, 16, 1},
+            };
+            for (long[] r : requests) {
+                raw.getOutputStream().write(frame(Wire.READ_REQ, r[0], r[1], (int) r[2], (int) r[3]));
+                assertEquals(Wire.READ_RESP, in.readByte());
+                assertEquals(r[0], in.readLong());
+                in.readLong();
+                assertEquals((int) r[4], in.readInt(), "status of request " + r[0]);
+                assertEquals(0, in.readInt(), "no payload for refused request " + r[0]);
+            }
+            // The connection survives refusals: a good READ on it still returns the bytes.
+            raw.getOutputStream().write(frame(Wire.READ_REQ, 8, source.address() + 8, source.rkey(), 32));
+            assertEquals(Wire.READ_RESP, in.readByte());
+            assertEquals(8, in.readLong());
+            in.readLong();
+            assertEquals(0, in.readInt());
+            assertEquals(32, in.readInt());
+            byte[] data = in.readNBytes(32);
+            assertArrayEquals(bytes(source.buffer().slice(8, 32)), data);
+        }
+    }
+
+    @Test
+    void unknownFrameTypesAndUnsolicitedResponsesCloseTheChannel() throws Exception {
+        try (Socket raw = handshaken()) {
+            raw.getOutputStream().write(frame((byte) 99, 0, 0, 0, 0));
+            assertClosedByServer(raw);
+        }
+        try (Socket raw = handshaken()) {
+            raw.getOutputStream().write(frame(Wire.READ_RESP, 12345, 0, 0, 4096));
+            assertClosedByServer(raw);
+        }
+        assertServerStillServes();
+    }
+
+    @Test
+    void randomBytesAfterTheHandshakeNeverCrashTheNode() throws Exception {
+        Random random = new Random(42);
+        for (int round = 0; round < 40; round++) {
+            try (Socket raw = handshaken()) {
+                byte[] junk = new byte[1 + random.nextInt(400)];
+                random.nextBytes(junk);
+                if (round % 2 == 0) {
+                    junk[0] = (byte) (1 + random.nextInt(4)); // a valid type, then junk fields
+                }
+                raw.getOutputStream().write(junk);
+                raw.shutdownOutput();
+                drain(raw); // the server answers or closes; it must never hang or die
+            }
+        }
+        assertServerStillServes();
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    private Channel connect(int depth) throws Exception {
+        return client.connect(server.localAddress(), depth, new ChannelHandler() { }).get(WAIT, TimeUnit.SECONDS);
+    }
+
+    private MemoryRegion landing(int size) throws TransportException {
+        return client.register(ByteBuffer.allocateDirect(size), EnumSet.of(Access.LOCAL_WRITE));
+    }
+
+    private void assertServerStillServes() throws Exception {
+        MemoryRegion landing = landing(4096);
+        connect(4).read(source.address(), source.rkey(), 4096, landing, 0).get(WAIT, TimeUnit.SECONDS);
+        assertArrayEquals(bytes(source.buffer().slice(0, 4096)), bytes(landing.buffer()));
+    }
+
+    private Socket rawSocket() throws IOException {
+        Socket raw = new Socket(server.localAddress().getAddress(), server.localAddress().getPort());
+        raw.setSoTimeout(WAIT * 1000);
+        return raw;
+    }
+
+    /** A raw socket past the handshake: it sent a HELLO and read the server's. */
+    private Socket handshaken() throws IOException {
+        Socket raw = rawSocket();
+        raw.getOutputStream().write(frame(Wire.HELLO, 0, Wire.MAGIC << 32 | Wire.VERSION, 64 << 10, 16));
+        DataInputStream in = new DataInputStream(raw.getInputStream());
+        assertEquals(Wire.HELLO, in.readByte());
+        in.readNBytes(Wire.HEADER_BYTES - 1);
+        return raw;
+    }
+
+    private static byte[] frame(byte type, long id, long a, int b, int c) {
+        return ByteBuffer.allocate(Wire.HEADER_BYTES).put(type).putLong(id).putLong(a).putInt(b).putInt(c).array();
+    }
+
+    private static void assertClosedByServer(Socket raw) throws IOException {
+        try {
+            assertEquals(-1, raw.getInputStream().read(), "the server should close the connection");
+        } catch (SocketTimeoutException e) {
+            throw new AssertionError("the server kept a hostile connection open", e);
+        } catch (IOException e) {
+            // a reset also closes it
+        }
+    }
+
+    private static void drain(Socket raw) throws IOException {
+        InputStream in = raw.getInputStream();
+        try {
+            while (in.read() >= 0) {
+                // discard answers until the server closes or stops
+            }
+        } catch (SocketTimeoutException e) {
+            throw new AssertionError("the server neither answered fully nor closed", e);
+        } catch (EOFException | java.net.SocketException e) {
+            // closed by reset
+        }
+    }
+
+    private static void assertStatus(Status expected, CompletableFuture<?> future) throws Exception {
+        ExecutionException e = assertThrows(ExecutionException.class, () -> future.get(WAIT, TimeUnit.SECONDS));
+        assertEquals(expected, assertInstanceOf(TransportException.class, e.getCause()).status(), e.getCause().getMessage());
+    }
+
+    private static byte[] bytes(ByteBuffer buffer) {
+        byte[] out = new byte[buffer.remaining()];
+        buffer.duplicate().get(out);
+        return out;
+    }
+}

@@ -1,0 +1,145 @@
+package io.rdmaplane.rdma.provider.verbs;
+
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.TransportProvider;
+import java.lang.reflect.InvocationTargetException;
+import java.util.List;
+import java.util.Objects;
+import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * RDMA verbs through DiSNI: RC queue pairs set up with RDMA-CM, one-sided READ, SEND/RECV for
+ * messages. This class is loaded by the application's class loader and touches no DiSNI class:
+ * the implementation ({@code io.rdmaplane.rdma.provider.verbs.impl}) is defined, together with
+ * DiSNI, by {@link DisniRuntime#loader()}, next to the bundled native library, and implements
+ * the SPI interfaces of this loader.
+ *
+ * <p>Probed once, on first use: usable when the native library loads and at least one RDMA
+ * device has an active port whose network device has an IPv4 address RDMA-CM binds to.
+ */
+public final class VerbsProvider implements TransportProvider {
+    public static final VerbsProvider INSTANCE = new VerbsProvider();
+    public static final String NAME = "verbs";
+    static final String IMPL_PACKAGE = "io.rdmaplane.rdma.provider.verbs.impl.";
+    private static final Logger LOG = LoggerFactory.getLogger(VerbsProvider.class);
+
+    private VerbsProvider() {
+    }
+
+    /** The probe result, computed once on first use. */
+    private static final class Probe {
+        static final Throwable CAUSE = probe();
+    }
+
+    @Override
+    public String name() {
+        return NAME;
+    }
+
+    @Override
+    public boolean isAvailable() {
+        return Probe.CAUSE == null;
+    }
+
+    @Override
+    public Throwable unavailabilityCause() {
+        return Probe.CAUSE;
+    }
+
+    @Override
+    public Node createNode(NodeOptions options) throws TransportException {
+        Objects.requireNonNull(options, "options");
+        if (!isAvailable()) {
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+                    "provider 'verbs' is unavailable: " + Probe.CAUSE.getMessage(), Probe.CAUSE);
+        }
+        try {
+            Class<?> type = Class.forName(IMPL_PACKAGE + "VerbsNode", true, DisniRuntime.loader());
+            return (Node) type.getConstructor(NodeOptions.class).newInstance(options);
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof TransportException t) {
+                throw t;
+            }
+            if (cause instanceof RuntimeException r) {
+                throw r;
+            }
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "cannot start a verbs node: " + cause, cause);
+        } catch (ReflectiveOperationException | LinkageError | ClassCastException e) {
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+                    "the verbs implementation cannot be loaded through DisniRuntime: " + e, e);
+        }
+    }
+
+    /** Null when usable, else why not, as precisely as the machine lets us say. */
+    static Throwable probe() {
+        List<RdmaDevices.Port> ports = RdmaDevices.ports();
+        String devices = describe(ports);
+        if (!DisniRuntime.isAvailable()) {
+            Throwable why = DisniRuntime.unavailabilityCause();
+            String text = why == null ? "unknown reason" : why.getMessage();
+            String hint = mentionsVerbsLibraries(why)
+                    ? "; libibverbs/librdmacm are missing: install rdma-core's libraries (Debian: apt-get install "
+                    + "libibverbs1 librdmacm1 ibverbs-providers)"
+                    : "";
+            String deviceNote = ports.isEmpty() ? "; besides, no RDMA device exists: " + RdmaDevices.howToGetOne() : "";
+            return unavailable("the native library for DiSNI cannot be loaded (" + text + ")" + hint + deviceNote, why);
+        }
+        if (ports.isEmpty()) {
+            return unavailable("no RDMA device (nothing under " + RdmaDevices.DEFAULT_ROOT + "): " + RdmaDevices.howToGetOne(),
+                    null);
+        }
+        if (ports.stream().noneMatch(RdmaDevices.Port::active)) {
+            return unavailable("no RDMA port is ACTIVE (" + devices + "): bring the link of the network device up, "
+                    + "or " + RdmaDevices.howToGetOne(), null);
+        }
+        try {
+            Class<?> probe = Class.forName(IMPL_PACKAGE + "VerbsProbe", true, DisniRuntime.loader());
+            String problem = (String) probe.getMethod("probe", List.class).invoke(null,
+                    ports.stream().filter(RdmaDevices.Port::active).map(RdmaDevices.Port::netdev)
+                            .filter(Objects::nonNull).distinct().collect(Collectors.toList()));
+            if (problem != null) {
+                return unavailable(problem + " (devices: " + devices + ")", null);
+            }
+            LOG.debug("verbs provider available: {}", devices);
+            return null;
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            String hint = mentionsVerbsLibraries(cause)
+                    ? "; libibverbs/librdmacm are missing or too old: install rdma-core's libraries" : "";
+            return unavailable("RDMA-CM does not work on this machine: " + cause + hint + " (devices: " + devices + ")", cause);
+        } catch (ReflectiveOperationException | LinkageError | RuntimeException e) {
+            return unavailable("the verbs implementation cannot be loaded through DisniRuntime: " + e, e);
+        }
+    }
+
+    private static boolean mentionsVerbsLibraries(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            String m = String.valueOf(c.getMessage());
+            if (m.contains("libibverbs") || m.contains("librdmacm") || m.contains("ibv_") || m.contains("rdma_")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static String describe(List<RdmaDevices.Port> ports) {
+        return ports.isEmpty() ? "none" : ports.stream().map(RdmaDevices.Port::toString).collect(Collectors.joining(", "));
+    }
+
+    private static Throwable unavailable(String message, Throwable cause) {
+        return new VerbsUnavailableException("verbs provider unavailable: " + message, cause);
+    }
+
+    /** Why the verbs provider cannot be used on this machine. */
+    public static final class VerbsUnavailableException extends Exception {
+        VerbsUnavailableException(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+}

@@ -1,0 +1,857 @@
+package io.rdmaplane.rdma.provider.verbs.impl;
+
+import com.ibm.disni.verbs.IbvContext;
+import com.ibm.disni.verbs.IbvMr;
+import com.ibm.disni.verbs.IbvQP;
+import com.ibm.disni.verbs.IbvQPInitAttr;
+import com.ibm.disni.verbs.IbvRecvWR;
+import com.ibm.disni.verbs.IbvSendWR;
+import com.ibm.disni.verbs.IbvSge;
+import com.ibm.disni.verbs.RdmaCmId;
+import com.ibm.disni.verbs.RdmaConnParam;
+import com.ibm.disni.verbs.SVCPostRecv;
+import com.ibm.disni.verbs.SVCPostSend;
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.LinkedList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One RC queue pair, connected with RDMA-CM. Any thread may post; completions arrive on the
+ * node's completion thread, connection events on its CM thread. One lock (this) guards the
+ * work-request slots, the stateful verb calls (DiSNI's serialized work requests, reused for
+ * every post) and the state; futures and handler callbacks run outside it.
+ *
+ * <p><b>Handshake.</b> Both ends post their receive buffers before the connection exists. The
+ * connecting end sends HELLO (its maxMessageSize, queue depth and number of receive buffers)
+ * once RDMA-CM reports ESTABLISHED; the accepting end, on that HELLO, asks its acceptor for a
+ * handler and answers with its own HELLO. That answer is the READY: the connecting end's future
+ * completes on it, and nothing the acceptor sends can overtake it.
+ *
+ * <p><b>Credits.</b> The peer's receive-not-ready timer is RDMA-CM's default (0 = 655 ms), so a
+ * SEND must never find no receive buffer posted. A sender holds one credit per free receive
+ * buffer of its peer; every frame returns the buffers its sender re-posted meanwhile; when no
+ * DATA goes back, a CREDIT frame returns them once a quarter of them are waiting. DATA needs
+ * two credits, a CREDIT frame one, so the last credit always stays free to return credits and
+ * two peers can never both wait for the other. DATA without a credit waits in order in
+ * {@link #waiting} (it counts as outstanding); the operation timeout bounds that wait too.
+ */
+final class VerbsChannel implements Channel {
+    private static final Logger LOG = LoggerFactory.getLogger(VerbsChannel.class);
+    /** Work-request slots beyond the queue depth, for HELLO and CREDIT frames. */
+    static final int CONTROL_SLOTS = 4;
+    private static final long RECV_FLAG = 1L << 31;
+
+    enum State { CONNECTING, HANDSHAKE, OPEN, CLOSED }
+
+    private enum Kind { READ, SEND, CONTROL }
+
+    /** A posted (or, for DATA, waiting) work request. */
+    private static final class Op {
+        final Kind kind;
+        final CompletableFuture<Void> future;
+        final SendPool.Slot slot;
+        final int length;
+        int index = -1;
+
+        Op(Kind kind, CompletableFuture<Void> future, SendPool.Slot slot, int length) {
+            this.kind = kind;
+            this.future = future;
+            this.slot = slot;
+            this.length = length;
+        }
+    }
+
+    private static final Op CONTROL = new Op(Kind.CONTROL, null, null, 0);
+
+    private final VerbsNode node;
+    final int id;
+    private final int queueDepth;
+    private final boolean accepted;
+    private final CompletableFuture<Channel> connected;
+    private final int receiveBuffers;
+    private final int recvSlotBytes;
+    private final int creditThreshold;
+    final int cqEntries;
+
+    // ---- guarded by this
+    private State state = State.CONNECTING;
+    private RdmaCmId cmId;
+    private IbvQP qp;
+    private ByteBuffer slab;
+    private IbvMr slabMr;
+    private SVCPostRecv[] receives;
+    private SVCPostSend readCall;
+    private SVCPostSend sendCall;
+    private final Op[] ops;
+    private final int[] freeSlots;
+    private int freeCount;
+    private final ArrayDeque<Op> waiting = new ArrayDeque<>();
+    private int credits;
+    private int toReturn;
+    private boolean holdForAccept;
+    private boolean destroyed;
+    private final List<SendPool.Slot> orphans = new ArrayList<>();
+    private Exception lastPostError;
+
+    // ---- read by any thread
+    private volatile ChannelHandler handler;
+    private volatile int maxMessageSize;
+    private volatile int outstanding;
+    private volatile long lastProgress = System.nanoTime();
+    private volatile SocketAddress remote;
+    private final long handshakeDeadline;
+
+    // ---- CM thread only
+    boolean established;
+    boolean disconnectSeen;
+    long destroyAfter;
+
+    VerbsChannel(VerbsNode node, int id, int queueDepth, ChannelHandler handler, CompletableFuture<Channel> connected,
+                 SocketAddress remote) {
+        this.node = node;
+        this.id = id;
+        this.queueDepth = queueDepth;
+        this.handler = handler;
+        this.connected = connected;
+        this.accepted = connected == null;
+        this.remote = remote;
+        this.maxMessageSize = node.options.maxMessageSize();
+        this.receiveBuffers = node.receiveBuffers(queueDepth);
+        this.recvSlotBytes = Frames.align(node.options.maxMessageSize() + Frames.HEADER);
+        this.creditThreshold = Math.max(2, receiveBuffers / 4);
+        this.cqEntries = queueDepth + CONTROL_SLOTS + receiveBuffers;
+        this.ops = new Op[queueDepth + CONTROL_SLOTS];
+        this.freeSlots = new int[queueDepth];
+        for (int i = 0; i < queueDepth; i++) {
+            freeSlots[i] = queueDepth - 1 - i;
+        }
+        this.freeCount = queueDepth;
+        this.handshakeDeadline = System.nanoTime() + node.options.operationTimeout().toNanos();
+    }
+
+    // ================================================================ set-up (CM thread)
+
+    synchronized void attach(RdmaCmId cmId) {
+        this.cmId = cmId;
+    }
+
+    synchronized RdmaCmId cmId() {
+        return cmId;
+    }
+
+    /** Creates the QP on the node's PD and CQ, registers the receive buffers and posts them all. */
+    synchronized void setUp(IbvContext context) throws IOException {
+        if (state == State.CLOSED) {
+            throw new IOException(this + " closed during set-up");
+        }
+        if (!Verbs.sameDevice(context, node.context())) {
+            throw new IOException("the peer is reached through another RDMA device than the one this node uses "
+                    + "(bound to " + node.options.bindAddress() + "); bind the node to an address of that device");
+        }
+        IbvQPInitAttr attr = new IbvQPInitAttr();
+        attr.cap().setMax_send_wr(queueDepth + CONTROL_SLOTS);
+        attr.cap().setMax_recv_wr(receiveBuffers);
+        attr.cap().setMax_send_sge(1);
+        attr.cap().setMax_recv_sge(1);
+        attr.cap().setMax_inline_data(0);
+        attr.setQp_type(IbvQP.IBV_QPT_RC);
+        attr.setSend_cq(node.cq());
+        attr.setRecv_cq(node.cq());
+        qp = cmId.createQP(node.pd(), attr);
+        if (qp == null) {
+            throw new IOException("rdma_create_qp failed (send depth " + (queueDepth + CONTROL_SLOTS) + ", receive depth "
+                    + receiveBuffers + ")");
+        }
+        int recvBytes = receiveBuffers * recvSlotBytes;
+        slab = ByteBuffer.allocateDirect(recvBytes + CONTROL_SLOTS * Frames.CONTROL_SLOT);
+        long base = Verbs.address(slab);
+        slabMr = Verbs.register(node.pd(), base, slab.capacity(), Verbs.accessFlags(java.util.Set.of(Access.LOCAL_WRITE)));
+        int lkey = slabMr.getLkey();
+        receives = new SVCPostRecv[receiveBuffers];
+        for (int i = 0; i < receiveBuffers; i++) {
+            IbvSge sge = new IbvSge();
+            sge.setAddr(base + (long) i * recvSlotBytes);
+            sge.setLength(recvSlotBytes);
+            sge.setLkey(lkey);
+            LinkedList<IbvSge> sges = new LinkedList<>();
+            sges.add(sge);
+            IbvRecvWR wr = new IbvRecvWR();
+            wr.setWr_id(wrId(i, true));
+            wr.setSg_list(sges);
+            wr.setNum_sge(1);
+            receives[i] = qp.postRecv(List.of(wr), null);
+        }
+        readCall = qp.postSend(List.of(work(IbvSendWR.IBV_WR_RDMA_READ)), null);
+        sendCall = qp.postSend(List.of(work(IbvSendWR.IBV_WR_SEND)), null);
+        for (SVCPostRecv receive : receives) {
+            receive.execute();
+        }
+    }
+
+    private static IbvSendWR work(int opcode) {
+        IbvSge sge = new IbvSge();
+        LinkedList<IbvSge> sges = new LinkedList<>();
+        sges.add(sge);
+        IbvSendWR wr = new IbvSendWR();
+        wr.setOpcode(opcode);
+        wr.setSend_flags(IbvSendWR.IBV_SEND_SIGNALED);
+        wr.setSg_list(sges);
+        wr.setNum_sge(1);
+        return wr;
+    }
+
+    /** RDMA-CM parameters: 7 transport retries (the operation timeout decides earlier), infinite RNR retry. */
+    static RdmaConnParam connParam() throws IOException {
+        RdmaConnParam param = new RdmaConnParam();
+        param.setRetry_count((byte) 7);
+        param.setRnr_retry_count((byte) 7);
+        param.setInitiator_depth((byte) 16);
+        param.setResponder_resources((byte) 16);
+        return param;
+    }
+
+    private long wrId(int index, boolean receive) {
+        return ((long) id << 32) | (receive ? RECV_FLAG : 0) | index;
+    }
+
+    static int channelOf(long wrId) {
+        return (int) (wrId >>> 32);
+    }
+
+    void setRemote(SocketAddress address) {
+        if (address != null) {
+            remote = address;
+        }
+    }
+
+    /** Client, on ESTABLISHED: say HELLO; the peer's HELLO will open the channel. */
+    void onEstablished() {
+        established = true;
+        if (accepted) {
+            return;
+        }
+        synchronized (this) {
+            if (state != State.CONNECTING) {
+                return;
+            }
+            state = State.HANDSHAKE;
+            postHello();
+        }
+    }
+
+    // ================================================================ posting (any thread)
+
+    @Override
+    public CompletableFuture<Void> read(long remoteAddress, int rkey, int length, MemoryRegion local, int localOffset) {
+        if (length < 1 || length > MAX_READ_BYTES) {
+            throw new IllegalArgumentException("READ length must be 1.." + MAX_READ_BYTES + " bytes (split larger blocks), was "
+                    + length);
+        }
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        String protection;
+        synchronized (this) {
+            if (!reserve(future)) {
+                return future;
+            }
+            protection = checkLocal(local, localOffset, length);
+            if (protection == null) {
+                Op op = new Op(Kind.READ, future, null, length);
+                track(op);
+                VerbsRegion region = (VerbsRegion) local;
+                try {
+                    SVCPostSend.SendWRMod wr = readCall.getWrMod(0);
+                    wr.setWr_id(wrId(op.index, false));
+                    SVCPostSend.SgeMod sge = wr.getSgeMod(0);
+                    sge.setAddr(region.address() + localOffset);
+                    sge.setLength(length);
+                    sge.setLkey(region.lkey());
+                    SVCPostSend.RdmaMod rdma = wr.getRdmaMod();
+                    rdma.setRemote_addr(remoteAddress);
+                    rdma.setRkey(rkey);
+                    readCall.execute();
+                    return future;
+                } catch (IOException | RuntimeException e) {
+                    untrack(op);
+                    protection = null;
+                    postFailed(op, e);
+                    return future;
+                }
+            }
+        }
+        // As on verbs: the work request completes in error and the queue pair breaks.
+        terminate(new TransportException(Status.LOCAL_PROTECTION_ERROR, protection),
+                new Op(Kind.READ, future, null, length), Status.FLUSHED);
+        return future;
+    }
+
+    @Override
+    public CompletableFuture<Void> send(ByteBuffer message) {
+        int length = message.remaining();
+        if (length > maxMessageSize) {
+            throw new IllegalArgumentException("message of " + length + " bytes exceeds the channel's maximum of "
+                    + maxMessageSize + " (maxMessageSize)");
+        }
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        synchronized (this) {
+            if (!reserve(future)) {
+                return future;
+            }
+            SendPool.Slot slot;
+            try {
+                slot = node.sendPool().take();
+            } catch (IOException | RuntimeException e) {
+                outstanding--;
+                future.completeExceptionally(new TransportException(Status.FLUSHED, "no send buffer: " + e, e));
+                return future;
+            }
+            // Copied now: the caller may reuse its buffer as soon as send returns.
+            slot.buffer.put(Frames.HEADER, message, message.position(), length);
+            Op op = new Op(Kind.SEND, future, slot, length);
+            waiting.add(op);
+            drainWaiting();
+        }
+        return future;
+    }
+
+    /** Counts an operation in, or fails it (FLUSHED when closed, QUEUE_FULL at the depth). Holds this. */
+    private boolean reserve(CompletableFuture<Void> future) {
+        if (state != State.OPEN) {
+            future.completeExceptionally(closedError());
+            return false;
+        }
+        if (outstanding >= queueDepth) {
+            future.completeExceptionally(new TransportException(Status.QUEUE_FULL,
+                    "queue depth " + queueDepth + " reached on " + this));
+            return false;
+        }
+        if (outstanding++ == 0) {
+            lastProgress = System.nanoTime(); // the timeout counts from the first outstanding operation
+        }
+        return true;
+    }
+
+    /** Gives the op a work-request slot (one is free: reserve counted it). Holds this. */
+    private void track(Op op) {
+        op.index = freeSlots[--freeCount];
+        ops[op.index] = op;
+    }
+
+    private void untrack(Op op) {
+        if (op.index >= 0 && ops[op.index] == op) {
+            ops[op.index] = null;
+            freeSlots[freeCount++] = op.index;
+        }
+    }
+
+    /** Posts waiting DATA while the peer has a receive buffer for it (keeping the last credit). Holds this. */
+    private void drainWaiting() {
+        while (!waiting.isEmpty() && credits >= 2 && !holdForAccept && state == State.OPEN) {
+            Op op = waiting.poll();
+            track(op);
+            credits--;
+            Frames.header(op.slot.buffer, 0, Frames.DATA, takeCredits());
+            if (!postSend(wrId(op.index, false), op.slot.address, Frames.HEADER + op.length, op.slot.lkey)) {
+                untrack(op);
+                orphans.add(op.slot);
+                postFailed(op, lastPostError);
+                return;
+            }
+        }
+    }
+
+    /** Sends a CREDIT frame when enough re-posted buffers wait to be returned. Holds this. */
+    private void maybeReturnCredits() {
+        if (state != State.OPEN || holdForAccept || toReturn < creditThreshold || credits < 1) {
+            return;
+        }
+        int slot = freeControlSlot();
+        if (slot < 0) {
+            return; // retried when a control frame completes
+        }
+        int offset = receiveBuffers * recvSlotBytes + (slot - queueDepth) * Frames.CONTROL_SLOT;
+        Frames.header(slab, offset, Frames.CREDIT, takeCredits());
+        credits--;
+        ops[slot] = CONTROL;
+        if (!postSend(wrId(slot, false), slabMr.getAddr() + offset, Frames.HEADER, slabMr.getLkey())) {
+            ops[slot] = null;
+            postFailed(null, lastPostError);
+        }
+    }
+
+    /** Posts this end's HELLO. Holds this. False (and the channel failing) if the post failed. */
+    private boolean postHello() {
+        int slot = freeControlSlot();
+        if (slot < 0) {
+            postFailed(null, new IOException("no control slot for HELLO"));
+            return false;
+        }
+        int offset = receiveBuffers * recvSlotBytes + (slot - queueDepth) * Frames.CONTROL_SLOT;
+        int length = Frames.hello(slab, offset, node.options.maxMessageSize(), queueDepth, receiveBuffers);
+        ops[slot] = CONTROL;
+        if (!postSend(wrId(slot, false), slabMr.getAddr() + offset, length, slabMr.getLkey())) {
+            ops[slot] = null;
+            postFailed(null, lastPostError);
+            return false;
+        }
+        return true;
+    }
+
+    private int freeControlSlot() {
+        for (int i = queueDepth; i < ops.length; i++) {
+            if (ops[i] == null) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    private int takeCredits() {
+        int n = toReturn;
+        toReturn = 0;
+        return n;
+    }
+
+    /** ibv_post_send of one SEND. Holds this. */
+    private boolean postSend(long wrId, long address, int length, int lkey) {
+        try {
+            SVCPostSend.SendWRMod wr = sendCall.getWrMod(0);
+            wr.setWr_id(wrId);
+            SVCPostSend.SgeMod sge = wr.getSgeMod(0);
+            sge.setAddr(address);
+            sge.setLength(length);
+            sge.setLkey(lkey);
+            sendCall.execute();
+            return true;
+        } catch (IOException | RuntimeException e) {
+            lastPostError = e;
+            return false;
+        }
+    }
+
+    /** A post was refused: the QP is unusable. Fails the op and the channel (after the lock is released). */
+    private void postFailed(Op op, Exception e) {
+        TransportException cause = new TransportException(Status.FLUSHED, "ibv_post_send failed on " + this + ": " + e, e);
+        node.later(() -> terminate(cause, op, Status.FLUSHED));
+    }
+
+    private String checkLocal(MemoryRegion local, int offset, int length) {
+        if (!(local instanceof VerbsRegion region) || region.node() != node) {
+            return "the local buffer is not a region of this node: " + local;
+        }
+        if (!region.isValid()) {
+            return "the local region is deregistered: " + region;
+        }
+        if (!region.access().contains(Access.LOCAL_WRITE)) {
+            return "the local region lacks LOCAL_WRITE access: " + region;
+        }
+        if (offset < 0 || offset > region.length() - length) {
+            return "local range [" + offset + ", +" + length + ") is outside " + region;
+        }
+        return null;
+    }
+
+    private TransportException closedError() {
+        return new TransportException(Status.FLUSHED, this + " is closed");
+    }
+
+    // ================================================================ completions (completion thread)
+
+    void onCompletion(long wrId, int status, int byteLength) {
+        int index = (int) (wrId & (RECV_FLAG - 1));
+        if ((wrId & RECV_FLAG) != 0) {
+            onReceive(index, status, byteLength);
+        } else {
+            onSendCompletion(index, status);
+        }
+    }
+
+    private void onSendCompletion(int index, int status) {
+        Op op;
+        synchronized (this) {
+            if (index >= ops.length || (op = ops[index]) == null) {
+                return; // already failed by a close: this is its flush
+            }
+            ops[index] = null;
+            if (index < queueDepth) {
+                freeSlots[freeCount++] = index;
+                outstanding--;
+            }
+            lastProgress = System.nanoTime();
+            if (status != WcStatus.SUCCESS) {
+                if (op.slot != null) {
+                    orphans.add(op.slot);
+                }
+            } else if (op.slot != null) {
+                node.sendPool().release(op.slot);
+            }
+            if (op == CONTROL && status == WcStatus.SUCCESS) {
+                maybeReturnCredits();
+            }
+        }
+        if (status == WcStatus.SUCCESS) {
+            if (op.future != null) {
+                op.future.complete(null);
+            }
+            return;
+        }
+        String what = op.kind == Kind.READ ? "READ" : op.kind == Kind.SEND ? "SEND" : "control SEND";
+        failed(status, what, op == CONTROL ? null : op);
+    }
+
+    private void onReceive(int index, int status, int byteLength) {
+        if (status != WcStatus.SUCCESS) {
+            failed(status, "receive", null);
+            return;
+        }
+        ByteBuffer buffer;
+        int offset = index * recvSlotBytes;
+        synchronized (this) {
+            if (state == State.CLOSED || index >= receiveBuffers) {
+                return;
+            }
+            buffer = slab;
+            lastProgress = System.nanoTime();
+            if (byteLength >= Frames.HEADER) {
+                credits += Frames.credits(buffer, offset);
+            }
+        }
+        if (byteLength < Frames.HEADER) {
+            violation("frame of " + byteLength + " bytes");
+            return;
+        }
+        byte type = Frames.type(buffer, offset);
+        switch (type) {
+            case Frames.HELLO -> {
+                if (!onHello(buffer, offset, byteLength)) {
+                    return;
+                }
+            }
+            case Frames.DATA -> {
+                if (!isOpen()) {
+                    violation("DATA before the handshake");
+                    return;
+                }
+                ChannelHandler h = handler;
+                try {
+                    h.onMessage(this, buffer.slice(offset + Frames.HEADER, byteLength - Frames.HEADER));
+                } catch (RuntimeException e) {
+                    LOG.error("{}: message handler failed", this, e);
+                }
+            }
+            case Frames.CREDIT -> {
+            }
+            default -> {
+                violation("unknown frame type " + type);
+                return;
+            }
+        }
+        synchronized (this) {
+            if (state == State.CLOSED) {
+                return;
+            }
+            try {
+                receives[index].execute();
+            } catch (IOException | RuntimeException e) {
+                postFailed(null, e);
+                return;
+            }
+            toReturn++;
+            drainWaiting();
+            maybeReturnCredits();
+        }
+    }
+
+    /** The peer's HELLO: connecting end opens; accepting end asks its acceptor, then answers. */
+    private boolean onHello(ByteBuffer buffer, int offset, int length) {
+        if (length < Frames.HELLO_BYTES || buffer.getInt(offset + Frames.HEADER) != Frames.MAGIC
+                || buffer.getInt(offset + Frames.HEADER + 4) != Frames.VERSION) {
+            violation("not a HELLO of this provider's version " + Frames.VERSION);
+            return false;
+        }
+        int peerMax = buffer.getInt(offset + Frames.HEADER + 8);
+        int peerDepth = buffer.getInt(offset + Frames.HEADER + 12);
+        int peerReceives = buffer.getInt(offset + Frames.HEADER + 16);
+        if (peerMax < 64 || peerDepth < 1 || peerReceives < 2) {
+            violation("HELLO with maxMessageSize " + peerMax + ", depth " + peerDepth + ", " + peerReceives + " receive buffers");
+            return false;
+        }
+        synchronized (this) {
+            if (state != (accepted ? State.CONNECTING : State.HANDSHAKE)) {
+                violation("HELLO in state " + state);
+                return false;
+            }
+            maxMessageSize = Math.min(node.options.maxMessageSize(), peerMax);
+            credits += peerReceives - 1; // our own HELLO took one of the peer's buffers
+            state = State.OPEN;
+            lastProgress = System.nanoTime();
+            holdForAccept = accepted;
+        }
+        if (!accepted) {
+            LOG.debug("{} open (peer depth {}, {} receive buffers)", this, peerDepth, peerReceives);
+            connected.complete(this);
+            return true;
+        }
+        ChannelHandler chosen;
+        try {
+            chosen = node.acceptor().accept(this);
+        } catch (RuntimeException e) {
+            LOG.warn("{}: the acceptor failed for a channel from {}; closing it", node, remote, e);
+            chosen = null;
+        }
+        if (chosen == null) {
+            terminate(new TransportException(Status.FLUSHED, "channel from " + remote + " rejected by the acceptor"), null,
+                    Status.FLUSHED);
+            return false;
+        }
+        handler = chosen;
+        synchronized (this) {
+            holdForAccept = false;
+            if (state != State.OPEN) {
+                return false;
+            }
+            // READY: the answer goes ahead of anything the acceptor already sent.
+            if (!postHello()) {
+                return false;
+            }
+            drainWaiting();
+        }
+        return true;
+    }
+
+    private void failed(int status, String what, Op culprit) {
+        boolean closed;
+        synchronized (this) {
+            closed = state == State.CLOSED;
+        }
+        if (closed) {
+            if (culprit != null) {
+                culprit.future.completeExceptionally(closedError());
+            }
+            return; // the flush of a channel already closed
+        }
+        Status mapped = WcStatus.toStatus(status);
+        terminate(new TransportException(mapped, WcStatus.name(status) + " on a " + what + " of " + this), culprit,
+                Status.FLUSHED);
+    }
+
+    private void violation(String what) {
+        LOG.warn("{}: protocol violation from {}: {}; closing the channel", node, remote, what);
+        terminate(new TransportException(Status.BAD_RESPONSE, "protocol violation from " + remote + ": " + what), null,
+                Status.BAD_RESPONSE);
+    }
+
+    // ================================================================ failure and close
+
+    /** Called by the CM thread every tick: handshake deadline and operation timeout. */
+    void checkTimeout(long now) {
+        State s;
+        int out;
+        synchronized (this) {
+            s = state;
+            out = outstanding;
+        }
+        long timeout = node.options.operationTimeout().toNanos();
+        if (s == State.CONNECTING || s == State.HANDSHAKE) {
+            if (now - handshakeDeadline > 0) {
+                terminate(new TransportException(Status.RETRY_EXCEEDED, "no handshake with " + remote + " within "
+                        + node.options.operationTimeout().toMillis() + " ms"), null, Status.RETRY_EXCEEDED);
+            }
+        } else if (s == State.OPEN && out > 0 && now - lastProgress > timeout) {
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "no progress from " + remote + " for "
+                    + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms with " + out
+                    + " operations outstanding (operationTimeout)"), null, Status.RETRY_EXCEEDED);
+        }
+    }
+
+    /**
+     * Closes the channel once: moves the QP to the error state (rdma_disconnect, which also tells
+     * the peer), fails {@code culprit} with {@code cause} and every other outstanding operation
+     * with {@code others}, and tells the handler. A null cause is an orderly local close. The
+     * QP and id are destroyed later by the CM thread, once the peer acknowledged the disconnect.
+     */
+    void terminate(TransportException cause, Op culprit, Status others) {
+        List<Op> failing = new ArrayList<>();
+        synchronized (this) {
+            if (state == State.CLOSED) {
+                if (culprit != null && culprit.future != null) {
+                    culprit.future.completeExceptionally(cause != null ? cause : closedError());
+                }
+                return;
+            }
+            state = State.CLOSED;
+            for (int i = 0; i < ops.length; i++) {
+                Op op = ops[i];
+                if (op != null && op != CONTROL) {
+                    failing.add(op);
+                }
+                ops[i] = null;
+            }
+            failing.addAll(waiting);
+            waiting.clear();
+            for (Op op : failing) {
+                if (op.slot != null) {
+                    orphans.add(op.slot);
+                }
+            }
+            outstanding = 0;
+            if (cmId != null && qp != null) {
+                try {
+                    cmId.disconnect();
+                } catch (IOException | RuntimeException e) {
+                    LOG.trace("rdma_disconnect of {} failed", this, e);
+                }
+            }
+        }
+        node.closing(this);
+        TransportException reason = cause != null ? cause : closedError();
+        if (connected != null && !connected.isDone()) {
+            connected.completeExceptionally(reason);
+            return;
+        }
+        if (culprit != null && culprit.future != null) {
+            culprit.future.completeExceptionally(reason);
+        }
+        TransportException rest = others == reason.status() ? reason
+                : new TransportException(others, this + " broke: " + reason.getMessage(), reason);
+        for (Op op : failing) {
+            op.future.completeExceptionally(rest);
+        }
+        if (cause != null) {
+            if (!failing.isEmpty() || culprit != null) {
+                LOG.warn("{}: closed with {} operations failed: {}", this, failing.size() + (culprit != null ? 1 : 0),
+                        cause.getMessage());
+            } else {
+                LOG.debug("{}: closed: {}", this, cause.getMessage());
+            }
+        }
+        ChannelHandler h = handler;
+        if (h != null) {
+            try {
+                h.onClosed(this, cause);
+            } catch (RuntimeException e) {
+                LOG.error("{}: onClosed handler failed", this, e);
+            }
+        }
+    }
+
+    /**
+     * Frees the verbs resources (CM thread, or the closing thread once the node's threads are
+     * gone). No post can race: every post checks the state under this lock first.
+     */
+    void destroy() {
+        List<SendPool.Slot> release;
+        synchronized (this) {
+            if (destroyed) {
+                return;
+            }
+            destroyed = true;
+            state = State.CLOSED;
+            if (readCall != null) {
+                readCall.free();
+                sendCall.free();
+            }
+            if (receives != null) {
+                for (SVCPostRecv receive : receives) {
+                    if (receive != null) {
+                        receive.free();
+                    }
+                }
+            }
+            try {
+                if (qp != null) {
+                    cmId.destroyQP();
+                }
+            } catch (IOException | RuntimeException e) {
+                LOG.debug("rdma_destroy_qp of {} failed: {}", this, e.toString());
+            }
+            try {
+                if (cmId != null) {
+                    cmId.destroyId();
+                }
+            } catch (IOException | RuntimeException e) {
+                LOG.debug("rdma_destroy_id of {} failed: {}", this, e.toString());
+            }
+            if (slabMr != null) {
+                try {
+                    Verbs.deregister(slabMr);
+                } catch (IOException | RuntimeException e) {
+                    LOG.debug("ibv_dereg_mr of the receive buffers of {} failed: {}", this, e.toString());
+                }
+            }
+            release = new ArrayList<>(orphans);
+            orphans.clear();
+        }
+        for (SendPool.Slot slot : release) {
+            node.sendPool().release(slot);
+        }
+    }
+
+    synchronized boolean hasQp() {
+        return qp != null;
+    }
+
+    /** Closes at once on the calling thread: outstanding operations end FLUSHED before this returns. */
+    @Override
+    public void close() {
+        terminate(null, null, Status.FLUSHED);
+    }
+
+    // ================================================================ accessors
+
+    @Override
+    public int queueDepth() {
+        return queueDepth;
+    }
+
+    @Override
+    public int maxMessageSize() {
+        return maxMessageSize;
+    }
+
+    @Override
+    public int outstanding() {
+        return outstanding;
+    }
+
+    @Override
+    public synchronized boolean isOpen() {
+        return state == State.OPEN;
+    }
+
+    synchronized State state() {
+        return state;
+    }
+
+    boolean isAccepted() {
+        return accepted;
+    }
+
+    @Override
+    public SocketAddress remoteAddress() {
+        return remote;
+    }
+
+    InetSocketAddress peer() {
+        return (InetSocketAddress) remote;
+    }
+
+    @Override
+    public String toString() {
+        return "VerbsChannel[" + node.name() + " #" + id + (accepted ? " <- " : " -> ") + remote + "]";
+    }
+}

@@ -215,13 +215,15 @@ final class VerbsChannel implements Channel {
         return wr;
     }
 
-    /** RDMA-CM parameters: 7 transport retries (the operation timeout decides earlier), infinite RNR retry. */
+    /**
+     * RDMA-CM parameters: 7 transport retries (the operation timeout decides earlier) and 7 RNR
+     * retries (infinite; credits keep RNR from happening). DiSNI passes no READ depths: the
+     * project's native library offers the device's, up to 16 outstanding READs each way.
+     */
     static RdmaConnParam connParam() throws IOException {
         RdmaConnParam param = new RdmaConnParam();
         param.setRetry_count((byte) 7);
         param.setRnr_retry_count((byte) 7);
-        param.setInitiator_depth((byte) 16);
-        param.setResponder_resources((byte) 16);
         return param;
     }
 

@@ -1,0 +1,47 @@
+/*
+ * The project's own JNI library behind DiSNI 2.1's Java classes
+ * (com.ibm.disni.verbs.impl.NativeDispatcher and com.ibm.disni.util.NativeAffinity).
+ * Written from the contract visible in DiSNI's bytecode and from rdma-core's man pages.
+ *
+ * Conventions, taken from what DiSNI's Java callers do with return values:
+ *  - Handles are native pointers passed as jlong (ibv_context*, ibv_pd*, rdma_cm_id*, ...).
+ *    A 0 handle is an error, never dereferenced.
+ *  - Methods that create an object (return long), return void, or read a field of an object
+ *    (_getQpNum, _getContextFd, ...), and that declare IOException, throw an IOException
+ *    naming the failed call and errno.
+ *  - The other int-returning methods return 0 (or a count/value >= 0) on success and a
+ *    negative errno on failure: their Java callers test the sign and turn a negative into an
+ *    exception, a null or false.
+ */
+#ifndef RDMAPLANE_DISNI_NATIVE_H
+#define RDMAPLANE_DISNI_NATIVE_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <jni.h>
+
+/* Handles <-> pointers. */
+#define PTR(type, handle) ((type *) (uintptr_t) (handle))
+#define HANDLE(ptr) ((jlong) (uintptr_t) (ptr))
+
+/* Throws java.io.IOException("<what> failed: <strerror(err)> (errno <err>)") unless an
+ * exception is already pending. err is a positive errno value. */
+void rp_throw_io(JNIEnv *env, const char *what, int err);
+
+/* Throws java.io.IOException("<what>: invalid handle 0") for a missing handle. */
+void rp_throw_bad_handle(JNIEnv *env, const char *what);
+
+/* Returns the positive errno of a failed call that reports errors through errno, falling
+ * back to EIO when the library left errno at 0. */
+static inline int rp_errno(void) {
+    return errno != 0 ? errno : EIO;
+}
+
+/* Waits until fd is readable or timeout_ms passes (negative: no limit).
+ * Returns 0 when readable, -ETIMEDOUT on timeout, or another negative errno. */
+int rp_wait_readable(int fd, int timeout_ms);
+
+/* The NativeDispatcher JNI name prefix, to keep the function definitions readable. */
+#define ND(name) Java_com_ibm_disni_verbs_impl_NativeDispatcher__1##name
+
+#endif

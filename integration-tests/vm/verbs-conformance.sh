@@ -5,7 +5,7 @@
 #   bash integration-tests/vm/verbs-conformance.sh [--no-build] [--test NAME] [run.sh options]
 #
 #   --no-build    reuse common-rdma/target as built (e.g. by an earlier `mvn verify`)
-#   --test NAME   run one test method only (e.g. readsOfEverySizeArriveIntact)
+#   --test NAME   run the test methods matching NAME only (a regex, e.g. readsOfEverySizeArriveIntact)
 #   run.sh options (--timeout, --cpus, --mem, ...) are passed on.
 #
 # Maven is slow in the guest, so the host builds common-rdma (classes, test classes, the JNI
@@ -28,7 +28,7 @@ if [ "${1:-}" = --in-vm ]; then
   reports=${RDMA_VM_RESULTS:-/tmp}/junit
   mkdir -p "$reports"
   select=(--select-class "$suite")
-  [ -n "$VC_TEST" ] && select=(--select-method "$suite#$VC_TEST")
+  [ -n "$VC_TEST" ] && select+=(--include-methodname ".*[#.]$VC_TEST(\(.*\))?")
   log "java $(java -version 2>&1 | head -1); devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
   # shellcheck disable=SC2086 # the flags are a list of words, as in surefire's argLine
   exec java $VC_JVM_FLAGS -jar "$VC_LAUNCHER" execute --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \

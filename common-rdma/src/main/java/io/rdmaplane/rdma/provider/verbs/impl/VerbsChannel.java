@@ -42,6 +42,16 @@ import org.slf4j.LoggerFactory;
  * handler and answers with its own HELLO. That answer is the READY: the connecting end's future
  * completes on it, and nothing the acceptor sends can overtake it.
  *
+ * <p><b>Large READs.</b> A READ longer than the node's READ piece ({@code rdma.verbs.readPieceBytes},
+ * 256 KiB by default) is posted as several work requests over consecutive ranges, only the last
+ * one signaled: an RC send queue completes in order, so the last completion means all pieces
+ * landed, and an error on any piece still reports the op's slot. Soft-RoCE needs this: it
+ * answers a READ in one burst of packets, and past about a thousand packets (1 MiB at RoCE MTU
+ * 1024) a dropped packet makes it re-request the whole remainder, again and again (0.5 MB/s
+ * instead of 10-20 MB/s for 8 MiB in the QEMU VM). Real NICs do not mind either way. The send
+ * queue has room for {@link #SQ_SPARE} work requests beyond the queue depth; an op that does
+ * not fit yet waits in {@link #waiting}.
+ *
  * <p><b>Credits.</b> The peer's receive-not-ready timer is RDMA-CM's default (0 = 655 ms), so a
  * SEND must never find no receive buffer posted. A sender holds one credit per free receive
  * buffer of its peer; every frame returns the buffers its sender re-posted meanwhile; when no
@@ -49,23 +59,31 @@ import org.slf4j.LoggerFactory;
  * two credits, a CREDIT frame one, so the last credit always stays free to return credits and
  * two peers can never both wait for the other. DATA without a credit waits in order in
  * {@link #waiting} (it counts as outstanding); the operation timeout bounds that wait too.
+ * Waiting work leaves in posting order, READs and SENDs alike, as a send queue would.
  */
 final class VerbsChannel implements Channel {
     private static final Logger LOG = LoggerFactory.getLogger(VerbsChannel.class);
     /** Work-request slots beyond the queue depth, for HELLO and CREDIT frames. */
     static final int CONTROL_SLOTS = 4;
+    /** Send-queue entries beyond the queue depth, for the extra work requests of split READs. */
+    static final int SQ_SPARE = 64;
     private static final long RECV_FLAG = 1L << 31;
 
     enum State { CONNECTING, HANDSHAKE, OPEN, CLOSED }
 
     private enum Kind { READ, SEND, CONTROL }
 
-    /** A posted (or, for DATA, waiting) work request. */
+    /** A posted (or waiting) READ or SEND. */
     private static final class Op {
         final Kind kind;
         final CompletableFuture<Void> future;
         final SendPool.Slot slot;
         final int length;
+        long remoteAddress;
+        int rkey;
+        long localAddress;
+        int lkey;
+        int sqEntries = 1;
         int index = -1;
 
         Op(Kind kind, CompletableFuture<Void> future, SendPool.Slot slot, int length) {
@@ -86,6 +104,8 @@ final class VerbsChannel implements Channel {
     private final int receiveBuffers;
     private final int recvSlotBytes;
     private final int creditThreshold;
+    private final int readPiece;
+    private final int sqEntries;
     final int cqEntries;
 
     // ---- guarded by this
@@ -102,6 +122,7 @@ final class VerbsChannel implements Channel {
     private int freeCount;
     private final ArrayDeque<Op> waiting = new ArrayDeque<>();
     private int credits;
+    private int sqFree;
     private int toReturn;
     private boolean holdForAccept;
     private boolean destroyed;
@@ -134,7 +155,10 @@ final class VerbsChannel implements Channel {
         this.receiveBuffers = node.receiveBuffers(queueDepth);
         this.recvSlotBytes = Frames.align(node.options.maxMessageSize() + Frames.HEADER);
         this.creditThreshold = Math.max(2, receiveBuffers / 4);
-        this.cqEntries = queueDepth + CONTROL_SLOTS + receiveBuffers;
+        this.readPiece = node.readPiece();
+        this.sqEntries = queueDepth + SQ_SPARE;
+        this.sqFree = sqEntries;
+        this.cqEntries = sqEntries + CONTROL_SLOTS + receiveBuffers;
         this.ops = new Op[queueDepth + CONTROL_SLOTS];
         this.freeSlots = new int[queueDepth];
         for (int i = 0; i < queueDepth; i++) {
@@ -164,7 +188,7 @@ final class VerbsChannel implements Channel {
                     + "(bound to " + node.options.bindAddress() + "); bind the node to an address of that device");
         }
         IbvQPInitAttr attr = new IbvQPInitAttr();
-        attr.cap().setMax_send_wr(queueDepth + CONTROL_SLOTS);
+        attr.cap().setMax_send_wr(sqEntries + CONTROL_SLOTS);
         attr.cap().setMax_recv_wr(receiveBuffers);
         attr.cap().setMax_send_sge(1);
         attr.cap().setMax_recv_sge(1);
@@ -174,7 +198,7 @@ final class VerbsChannel implements Channel {
         attr.setRecv_cq(node.cq());
         qp = cmId.createQP(node.pd(), attr);
         if (qp == null) {
-            throw new IOException("rdma_create_qp failed (send depth " + (queueDepth + CONTROL_SLOTS) + ", receive depth "
+            throw new IOException("rdma_create_qp failed (send depth " + (sqEntries + CONTROL_SLOTS) + ", receive depth "
                     + receiveBuffers + ")");
         }
         int recvBytes = receiveBuffers * recvSlotBytes;
@@ -272,27 +296,16 @@ final class VerbsChannel implements Channel {
             }
             protection = checkLocal(local, localOffset, length);
             if (protection == null) {
-                Op op = new Op(Kind.READ, future, null, length);
-                track(op);
                 VerbsRegion region = (VerbsRegion) local;
-                try {
-                    SVCPostSend.SendWRMod wr = readCall.getWrMod(0);
-                    wr.setWr_id(wrId(op.index, false));
-                    SVCPostSend.SgeMod sge = wr.getSgeMod(0);
-                    sge.setAddr(region.address() + localOffset);
-                    sge.setLength(length);
-                    sge.setLkey(region.lkey());
-                    SVCPostSend.RdmaMod rdma = wr.getRdmaMod();
-                    rdma.setRemote_addr(remoteAddress);
-                    rdma.setRkey(rkey);
-                    readCall.execute();
-                    return future;
-                } catch (IOException | RuntimeException e) {
-                    untrack(op);
-                    protection = null;
-                    postFailed(op, e);
-                    return future;
-                }
+                Op op = new Op(Kind.READ, future, null, length);
+                op.remoteAddress = remoteAddress;
+                op.rkey = rkey;
+                op.localAddress = region.address() + localOffset;
+                op.lkey = region.lkey();
+                op.sqEntries = (length + readPiece - 1) / readPiece;
+                waiting.add(op);
+                drainWaiting();
+                return future;
             }
         }
         // As on verbs: the work request completes in error and the queue pair breaks.
@@ -360,19 +373,59 @@ final class VerbsChannel implements Channel {
         }
     }
 
-    /** Posts waiting DATA while the peer has a receive buffer for it (keeping the last credit). Holds this. */
+    /**
+     * Posts waiting work in order while the send queue has room, and for DATA while the peer has
+     * a receive buffer for it (keeping the last credit for CREDIT frames). Holds this.
+     */
     private void drainWaiting() {
-        while (!waiting.isEmpty() && credits >= 2 && !holdForAccept && state == State.OPEN) {
-            Op op = waiting.poll();
+        while (!waiting.isEmpty() && !holdForAccept && state == State.OPEN) {
+            Op op = waiting.peek();
+            if (sqFree < op.sqEntries || (op.kind == Kind.SEND && credits < 2)) {
+                return;
+            }
+            waiting.poll();
             track(op);
-            credits--;
-            Frames.header(op.slot.buffer, 0, Frames.DATA, takeCredits());
-            if (!postSend(wrId(op.index, false), op.slot.address, Frames.HEADER + op.length, op.slot.lkey)) {
+            sqFree -= op.sqEntries;
+            boolean posted;
+            if (op.kind == Kind.READ) {
+                posted = postRead(op);
+            } else {
+                credits--;
+                Frames.header(op.slot.buffer, 0, Frames.DATA, takeCredits());
+                posted = postSend(wrId(op.index, false), op.slot.address, Frames.HEADER + op.length, op.slot.lkey);
+            }
+            if (!posted) {
                 untrack(op);
-                orphans.add(op.slot);
+                if (op.slot != null) {
+                    orphans.add(op.slot);
+                }
                 postFailed(op, lastPostError);
                 return;
             }
+        }
+    }
+
+    /** ibv_post_send of a READ: one work request per piece, only the last signaled. Holds this. */
+    private boolean postRead(Op op) {
+        try {
+            SVCPostSend.SendWRMod wr = readCall.getWrMod(0);
+            wr.setWr_id(wrId(op.index, false));
+            SVCPostSend.SgeMod sge = wr.getSgeMod(0);
+            SVCPostSend.RdmaMod rdma = wr.getRdmaMod();
+            sge.setLkey(op.lkey);
+            rdma.setRkey(op.rkey);
+            for (int offset = 0; offset < op.length; offset += readPiece) {
+                int n = Math.min(readPiece, op.length - offset);
+                wr.setSend_flags(offset + n == op.length ? IbvSendWR.IBV_SEND_SIGNALED : 0);
+                sge.setAddr(op.localAddress + offset);
+                sge.setLength(n);
+                rdma.setRemote_addr(op.remoteAddress + offset);
+                readCall.execute();
+            }
+            return true;
+        } catch (IOException | RuntimeException e) {
+            lastPostError = e;
+            return false;
         }
     }
 
@@ -492,6 +545,7 @@ final class VerbsChannel implements Channel {
             if (index < queueDepth) {
                 freeSlots[freeCount++] = index;
                 outstanding--;
+                sqFree += op.sqEntries;
             }
             lastProgress = System.nanoTime();
             if (status != WcStatus.SUCCESS) {
@@ -501,8 +555,12 @@ final class VerbsChannel implements Channel {
             } else if (op.slot != null) {
                 node.sendPool().release(op.slot);
             }
-            if (op == CONTROL && status == WcStatus.SUCCESS) {
-                maybeReturnCredits();
+            if (status == WcStatus.SUCCESS) {
+                if (op == CONTROL) {
+                    maybeReturnCredits();
+                } else if (!waiting.isEmpty()) {
+                    drainWaiting();
+                }
             }
         }
         if (status == WcStatus.SUCCESS) {
@@ -645,6 +703,14 @@ final class VerbsChannel implements Channel {
                 culprit.future.completeExceptionally(closedError());
             }
             return; // the flush of a channel already closed
+        }
+        if (status == WcStatus.WR_FLUSH_ERR) {
+            // Nothing of ours failed, yet the QP is in the error state: librdmacm moved it there on
+            // REJECTED or DISCONNECTED (whose event the CM thread may not have handled yet), or the
+            // device did. The connection is gone, as when the peer stops answering.
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "the connection to " + remote + " broke ("
+                    + WcStatus.name(status) + " on a " + what + " of " + this + ")"), culprit, Status.FLUSHED);
+            return;
         }
         Status mapped = WcStatus.toStatus(status);
         terminate(new TransportException(mapped, WcStatus.name(status) + " on a " + what + " of " + this), culprit,

@@ -72,6 +72,9 @@ public final class VerbsNode implements Node {
     private static final int POLL_BATCH = 32;
     private static final int RECEIVE_BUFFERS = Integer.getInteger("rdma.verbs.receiveBuffers", 32);
     private static final int CQ_ENTRIES = Integer.getInteger("rdma.verbs.cqEntries", 16384);
+    /** Longest work request of a READ (see VerbsChannel); at least 8 MiB / SQ_SPARE, so a READ always fits. */
+    private static final int READ_PIECE = Math.max(io.rdmaplane.rdma.provider.Channel.MAX_READ_BYTES / VerbsChannel.SQ_SPARE,
+            Math.min(io.rdmaplane.rdma.provider.Channel.MAX_READ_BYTES, Integer.getInteger("rdma.verbs.readPieceBytes", 256 << 10)));
     /** How long a closed channel waits for the peer's disconnect acknowledgement before its QP goes. */
     private static final long DISCONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(1000);
 
@@ -803,6 +806,10 @@ public final class VerbsNode implements Node {
 
     String name() {
         return name;
+    }
+
+    int readPiece() {
+        return READ_PIECE;
     }
 
     /** Receive buffers a channel posts: its depth, within [8, rdma.verbs.receiveBuffers]. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The verbs provider's conformance suite (VerbsConformanceTest) over real verbs: Soft-RoCE
-# (rxe0 <-> rxe1) inside the QEMU VM of run.sh.
+# The verbs provider's conformance suite (VerbsConformanceTest, plus the verbs-only checks of
+# VerbsOnRxeTest) over real verbs: Soft-RoCE (rxe0 <-> rxe1) inside the QEMU VM of run.sh.
 #
 #   bash integration-tests/vm/verbs-conformance.sh [--no-build] [--test NAME] [run.sh options]
 #
@@ -18,6 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 suite=io.rdmaplane.rdma.provider.verbs.VerbsConformanceTest
+extra=io.rdmaplane.rdma.provider.verbs.VerbsOnRxeTest # verbs-only checks: file mappings, credits, busy polling
 log() { echo "verbs-conformance: $*" >&2; }
 
 # ---------------------------------------------------------------- inside the VM
@@ -27,12 +28,16 @@ if [ "${1:-}" = --in-vm ]; then
   . "$plan"
   reports=${RDMA_VM_RESULTS:-/tmp}/junit
   mkdir -p "$reports"
-  select=(--select-class "$suite")
+  select=(--select-class "$suite" --select-class "$extra")
   [ -n "$VC_TEST" ] && select+=(--include-methodname ".*[#.]$VC_TEST(\(.*\))?")
   log "java $(java -version 2>&1 | head -1); devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
+  t0=$(date +%s)
+  rc=0
   # shellcheck disable=SC2086 # the flags are a list of words, as in surefire's argLine
-  exec java $VC_JVM_FLAGS -jar "$VC_LAUNCHER" execute --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
-    --class-path "$VC_CLASSPATH" "${select[@]}" --reports-dir "$reports"
+  java $VC_JVM_FLAGS -jar "$VC_LAUNCHER" execute --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
+    --class-path "$VC_CLASSPATH" "${select[@]}" --reports-dir "$reports" || rc=$?
+  log "the JVM ran $(( $(date +%s) - t0 )) s in the guest (start, discovery, tests, exit); exit status $rc"
+  exit $rc
 fi
 
 # ---------------------------------------------------------------- on the host

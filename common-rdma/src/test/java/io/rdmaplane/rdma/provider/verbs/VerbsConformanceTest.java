@@ -8,10 +8,7 @@ import io.rdmaplane.rdma.provider.TransportProvider;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.extension.ConditionEvaluationResult;
-import org.junit.jupiter.api.extension.ExecutionCondition;
 import org.junit.jupiter.api.extension.ExtendWith;
-import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
  * The conformance suite on the verbs provider, over real verbs: Soft-RoCE (rxe) in the QEMU VM
@@ -19,26 +16,10 @@ import org.junit.jupiter.api.extension.ExtensionContext;
  * and RDMA_VM_ADDR_B (client). CI runs it there with integration-tests/vm/verbs-conformance.sh;
  * anywhere else every test is skipped, and says so.
  */
-@ExtendWith(VerbsConformanceTest.OnlyInTheRdmaVm.class)
+@ExtendWith(RdmaVmOnly.class)
 class VerbsConformanceTest extends ProviderConformanceSuite {
     /** The VM's guest is ~25x slower than the host: a generous operation timeout. */
     private static final Duration TIMEOUT = Duration.ofSeconds(10);
-
-    /** Skips the whole class outside the VM, and says so on stderr where a build log shows it. */
-    static final class OnlyInTheRdmaVm implements ExecutionCondition {
-        @Override
-        public ConditionEvaluationResult evaluateExecutionCondition(ExtensionContext context) {
-            if ("1".equals(System.getenv("RDMA_VM"))) {
-                return ConditionEvaluationResult.enabled("RDMA_VM=1: running on the Soft-RoCE devices of the VM");
-            }
-            String why = "SKIPPED: the verbs conformance suite needs RDMA devices; it runs in the Soft-RoCE VM "
-                    + "(integration-tests/vm/verbs-conformance.sh, which CI runs), and RDMA_VM=1 is not set here";
-            if (context.getTestMethod().isEmpty()) {
-                System.err.println("VerbsConformanceTest " + why);
-            }
-            return ConditionEvaluationResult.disabled(why);
-        }
-    }
 
     @BeforeAll
     static void addressesOfTheTwoDevices() {
@@ -61,7 +42,7 @@ class VerbsConformanceTest extends ProviderConformanceSuite {
         return options(System.getenv("RDMA_VM_ADDR_B"));
     }
 
-    private static NodeOptions options(String address) {
+    static NodeOptions options(String address) {
         return new NodeOptions(new InetSocketAddress(address, 0), 64 << 10, TIMEOUT, 256);
     }
 }

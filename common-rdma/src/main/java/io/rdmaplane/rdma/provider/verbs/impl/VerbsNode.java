@@ -240,13 +240,28 @@ public final class VerbsNode implements Node {
             } catch (IOException | RuntimeException e) {
                 throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "ibv_reg_mr of " + memory.capacity()
                         + " bytes at 0x" + Long.toHexString(address) + " with " + access + " failed: " + e.getMessage()
-                        + " (is the locked-memory limit, ulimit -l, high enough?)", e);
+                        + registrationHint(memory, e), e);
             }
             VerbsRegion region = new VerbsRegion(this, memory, address, mr, Set.copyOf(access));
             regions.add(region);
             registrations.incrementAndGet();
             return region;
         }
+    }
+
+    /** Why a registration may have failed, as far as we can tell. */
+    static String registrationHint(ByteBuffer memory, Exception e) {
+        String text = String.valueOf(e.getMessage());
+        if (memory.isReadOnly() && (text.contains("Bad address") || text.contains("errno 14"))) {
+            return " (a read-only shared file mapping: kernels before 6.2 pin every memory region for write"
+                    + " (ib_umem_get with FOLL_FORCE), which a shared read-only mapping refuses; this kernel is "
+                    + System.getProperty("os.version") + ". Map the file with MapMode.PRIVATE, or copy it into"
+                    + " registered memory)";
+        }
+        if (text.contains("Cannot allocate memory") || text.contains("errno 12") || text.contains("Operation not permitted")) {
+            return " (is the locked-memory limit, ulimit -l, high enough?)";
+        }
+        return "";
     }
 
     void forget(VerbsRegion region) {

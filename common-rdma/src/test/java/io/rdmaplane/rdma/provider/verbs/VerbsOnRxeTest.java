@@ -1,0 +1,226 @@
+package io.rdmaplane.rdma.provider.verbs;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.nio.ByteBuffer;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * What the verbs provider does beyond the conformance suite, on Soft-RoCE in the VM: read-only
+ * file mappings, receive credits under a slow receiver, busy-polled completions, and the
+ * acceptor's first message arriving after the READY.
+ */
+@ExtendWith(RdmaVmOnly.class)
+class VerbsOnRxeTest {
+    private static final long WAIT_SECONDS = 60;
+    private final List<Node> nodes = new ArrayList<>();
+
+    @AfterEach
+    void closeNodes() {
+        for (int i = nodes.size() - 1; i >= 0; i--) {
+            nodes.get(i).close();
+        }
+    }
+
+    private Node node(String addressVariable) throws TransportException {
+        Node node = VerbsProvider.INSTANCE.createNode(VerbsConformanceTest.options(System.getenv(addressVariable)));
+        nodes.add(node);
+        return node;
+    }
+
+    /**
+     * File mappings are registered read-only (REMOTE_READ, no LOCAL_WRITE). Before Linux 6.2 the
+     * kernel pins every region for write (FOLL_FORCE), which a shared read-only mapping refuses:
+     * there the registration fails and says what to do; a private mapping works everywhere.
+     */
+    @Test
+    void fileMappingsAreRegisteredReadOnlyAndPeersReadThem(@TempDir Path dir) throws Exception {
+        byte[] content = new byte[3 << 20];
+        new Random(21).nextBytes(content);
+        Path file = Files.write(dir.resolve("block"), content);
+        Node server = node("RDMA_VM_ADDR_A");
+        server.listen(channel -> new ChannelHandler() { });
+        Node client = node("RDMA_VM_ADDR_B");
+        MemoryRegion landing = client.register(ByteBuffer.allocateDirect(content.length), EnumSet.of(Access.LOCAL_WRITE));
+        Channel channel = client.connect(server.localAddress(), 8, new ChannelHandler() { }).get(WAIT_SECONDS, TimeUnit.SECONDS);
+
+        MappedByteBuffer shared = map(file, FileChannel.MapMode.READ_ONLY);
+        if (kernelBefore(6, 2)) {
+            TransportException refused = assertThrows(TransportException.class, () -> server.register(shared));
+            assertTrue(refused.getMessage().contains("MapMode.PRIVATE"), refused.getMessage());
+        } else {
+            readAndCompare(channel, server.register(shared), landing, content);
+        }
+        ByteBuffer privateCopy = map(file, FileChannel.MapMode.PRIVATE).asReadOnlyBuffer();
+        MemoryRegion exposed = server.register(privateCopy);
+        assertEquals(EnumSet.of(Access.REMOTE_READ), exposed.access());
+        readAndCompare(channel, exposed, landing, content);
+    }
+
+    private static MappedByteBuffer map(Path file, FileChannel.MapMode mode) throws java.io.IOException {
+        // Java maps PRIVATE only through a channel open for writing too (the file itself is never written).
+        StandardOpenOption[] open = mode == FileChannel.MapMode.PRIVATE
+                ? new StandardOpenOption[] {StandardOpenOption.READ, StandardOpenOption.WRITE}
+                : new StandardOpenOption[] {StandardOpenOption.READ};
+        try (FileChannel ch = FileChannel.open(file, open)) {
+            return ch.map(mode, 0, ch.size());
+        }
+    }
+
+    private static void readAndCompare(Channel channel, MemoryRegion exposed, MemoryRegion landing, byte[] content)
+            throws Exception {
+        landing.buffer().put(new byte[content.length]);
+        channel.read(exposed.address(), exposed.rkey(), content.length, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS);
+        byte[] got = new byte[content.length];
+        landing.buffer().get(got);
+        assertArrayEquals(content, got);
+    }
+
+    private static boolean kernelBefore(int major, int minor) {
+        String[] v = System.getProperty("os.version").split("[.-]");
+        int ma = Integer.parseInt(v[0]);
+        int mi = v.length > 1 ? Integer.parseInt(v[1]) : 0;
+        return ma < major || (ma == major && mi < minor);
+    }
+
+    @Test
+    void aSlowReceiverSlowsTheSenderDownWithoutLosingOrStallingMessages() throws Exception {
+        int count = 400;
+        List<Integer> received = new CopyOnWriteArrayList<>();
+        Node server = node("RDMA_VM_ADDR_A");
+        server.listen(channel -> new ChannelHandler() {
+            @Override
+            public void onMessage(Channel ch, ByteBuffer message) {
+                received.add(message.getInt(0));
+                try {
+                    Thread.sleep(2); // much slower than the sender: credits, not RNR, must hold it back
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        });
+        Node client = node("RDMA_VM_ADDR_B");
+        Channel channel = client.connect(server.localAddress(), 128, new ChannelHandler() { })
+                .get(WAIT_SECONDS, TimeUnit.SECONDS);
+        List<CompletableFuture<Void>> sends = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            ByteBuffer message = ByteBuffer.allocate(512).putInt(0, i);
+            while (true) {
+                CompletableFuture<Void> f = channel.send(message);
+                if (!isQueueFull(f)) {
+                    sends.add(f);
+                    break;
+                }
+                Thread.sleep(1);
+            }
+        }
+        for (CompletableFuture<Void> f : sends) {
+            f.get(WAIT_SECONDS, TimeUnit.SECONDS);
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+        while (received.size() < count && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        assertEquals(count, received.size());
+        for (int i = 0; i < count; i++) {
+            assertEquals(i, received.get(i), "message " + i);
+        }
+        assertTrue(channel.isOpen());
+    }
+
+    @Test
+    void busyPolledCompletionsWorkToo() throws Exception {
+        NodeOptions options = VerbsConformanceTest.options(System.getenv("RDMA_VM_ADDR_B"));
+        Node busy = (Node) Class.forName(VerbsProvider.IMPL_PACKAGE + "VerbsNode", true, DisniRuntime.loader())
+                .getConstructor(NodeOptions.class, boolean.class).newInstance(options, true);
+        nodes.add(busy);
+        Node server = node("RDMA_VM_ADDR_A");
+        List<byte[]> inbox = new CopyOnWriteArrayList<>();
+        server.listen(channel -> new ChannelHandler() {
+            @Override
+            public void onMessage(Channel ch, ByteBuffer message) {
+                byte[] copy = new byte[message.remaining()];
+                message.get(copy);
+                inbox.add(copy);
+            }
+        });
+        byte[] content = new byte[1 << 20];
+        new Random(22).nextBytes(content);
+        MemoryRegion source = server.register(ByteBuffer.allocateDirect(content.length).put(content).flip());
+        MemoryRegion landing = busy.register(ByteBuffer.allocateDirect(content.length), EnumSet.of(Access.LOCAL_WRITE));
+        Channel channel = busy.connect(server.localAddress(), 16, new ChannelHandler() { }).get(WAIT_SECONDS, TimeUnit.SECONDS);
+        channel.read(source.address(), source.rkey(), content.length, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS);
+        byte[] got = new byte[content.length];
+        landing.buffer().get(got);
+        assertArrayEquals(content, got);
+        channel.send(ByteBuffer.wrap(new byte[] {7, 8, 9})).get(WAIT_SECONDS, TimeUnit.SECONDS);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+        while (inbox.isEmpty() && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        assertArrayEquals(new byte[] {7, 8, 9}, inbox.get(0));
+    }
+
+    @Test
+    void whatTheAcceptorSendsArrivesAfterTheReadyAndInOrder() throws Exception {
+        Node server = node("RDMA_VM_ADDR_A");
+        server.listen(channel -> {
+            for (int i = 0; i < 3; i++) {
+                channel.send(ByteBuffer.wrap(new byte[] {(byte) i}));
+            }
+            return new ChannelHandler() { };
+        });
+        List<Byte> inbox = new CopyOnWriteArrayList<>();
+        Node client = node("RDMA_VM_ADDR_B");
+        client.connect(server.localAddress(), 4, new ChannelHandler() {
+            @Override
+            public void onMessage(Channel ch, ByteBuffer message) {
+                inbox.add(message.get(0));
+            }
+        }).get(WAIT_SECONDS, TimeUnit.SECONDS);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+        while (inbox.size() < 3 && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        assertEquals(List.of((byte) 0, (byte) 1, (byte) 2), inbox);
+    }
+
+    private static boolean isQueueFull(CompletableFuture<Void> f) {
+        if (!f.isCompletedExceptionally()) {
+            return false;
+        }
+        try {
+            f.join();
+            return false;
+        } catch (CompletionException e) {
+            return e.getCause() instanceof TransportException t && t.status() == Status.QUEUE_FULL;
+        }
+    }
+}

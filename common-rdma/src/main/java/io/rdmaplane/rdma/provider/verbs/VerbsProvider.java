@@ -19,8 +19,9 @@ import org.slf4j.LoggerFactory;
  * DiSNI, by {@link DisniRuntime#loader()}, next to the bundled native library, and implements
  * the SPI interfaces of this loader.
  *
- * <p>Probed once, on first use: usable when the native library loads and at least one RDMA
- * device has an active port whose network device has an IPv4 address RDMA-CM binds to.
+ * <p>Probed once, on first use: usable when an RDMA device exists (sysfs; without one no native
+ * code is loaded), the native library loads, and an active port's network device has an IPv4
+ * address RDMA-CM binds to.
  */
 public final class VerbsProvider implements TransportProvider {
     public static final VerbsProvider INSTANCE = new VerbsProvider();
@@ -78,8 +79,13 @@ public final class VerbsProvider implements TransportProvider {
 
     /** Null when usable, else why not, as precisely as the machine lets us say. */
     static Throwable probe() {
+        // Devices first, from sysfs: where there is none, no native code is loaded at all.
         List<RdmaDevices.Port> ports = RdmaDevices.ports();
         String devices = describe(ports);
+        if (ports.isEmpty()) {
+            return unavailable("no RDMA device (nothing under " + RdmaDevices.DEFAULT_ROOT + "): " + RdmaDevices.howToGetOne(),
+                    null);
+        }
         if (!DisniRuntime.isAvailable()) {
             Throwable why = DisniRuntime.unavailabilityCause();
             String text = why == null ? "unknown reason" : why.getMessage();
@@ -87,12 +93,8 @@ public final class VerbsProvider implements TransportProvider {
                     ? "; libibverbs/librdmacm are missing: install rdma-core's libraries (Debian: apt-get install "
                     + "libibverbs1 librdmacm1 ibverbs-providers)"
                     : "";
-            String deviceNote = ports.isEmpty() ? "; besides, no RDMA device exists: " + RdmaDevices.howToGetOne() : "";
-            return unavailable("the native library for DiSNI cannot be loaded (" + text + ")" + hint + deviceNote, why);
-        }
-        if (ports.isEmpty()) {
-            return unavailable("no RDMA device (nothing under " + RdmaDevices.DEFAULT_ROOT + "): " + RdmaDevices.howToGetOne(),
-                    null);
+            return unavailable("the native library for DiSNI cannot be loaded (" + text + ")" + hint + " (devices: "
+                    + devices + ")", why);
         }
         if (ports.stream().noneMatch(RdmaDevices.Port::active)) {
             return unavailable("no RDMA port is ACTIVE (" + devices + "): bring the link of the network device up, "

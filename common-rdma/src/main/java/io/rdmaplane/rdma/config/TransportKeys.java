@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.config;
 
+import io.rdmaplane.rdma.memory.PoolOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import java.net.InetSocketAddress;
@@ -35,5 +36,10 @@ public final class TransportKeys {
         // maxMessageSize is capped at 16m by its bounds, so it always fits an int.
         return new NodeOptions(new InetSocketAddress(bindHost, conf.get(PORT)), Math.toIntExact(conf.get(MAX_MESSAGE_SIZE)),
                 conf.get(OPERATION_TIMEOUT), conf.get(QUEUE_DEPTH));
+    }
+
+    /** Registered-memory pool settings from {@code conf}. */
+    public static PoolOptions poolOptions(Conf conf) {
+        return new PoolOptions(conf.get(POOL_CAPACITY), conf.get(POOL_ACQUIRE_TIMEOUT));
     }
 }

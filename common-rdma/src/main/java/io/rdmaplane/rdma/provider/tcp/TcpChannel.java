@@ -447,6 +447,10 @@ final class TcpChannel implements Channel {
         payload = null;
         payloadOp = null;
         if (op != null) {
+            if (node.takeReadCorruption()) {
+                int at = op.destination.capacity() / 2;
+                op.destination.put(at, (byte) (op.destination.get(at) ^ 0x10));
+            }
             finish(op.id, null);
             return;
         }

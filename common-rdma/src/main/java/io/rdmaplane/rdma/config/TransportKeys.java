@@ -18,7 +18,7 @@ public final class TransportKeys {
     public static final ConfigKey<Duration> OPERATION_TIMEOUT = ConfigKey.durationKey("operationTimeout", "2s", "10ms", "10m",
             "An outstanding operation with no progress from the peer for this long fails with RETRY_EXCEEDED.");
     public static final ConfigKey<Integer> QUEUE_DEPTH = ConfigKey.intKey("queueDepth", 256, 1, 16384,
-            "Outstanding operations per channel.");
+            "Queue depth of channels this node accepts from peers.");
     public static final ConfigKey<Long> POOL_CAPACITY = ConfigKey.byteSizeKey("pool.capacity", "256m", "8m", "1t",
             "Cap on registered (pinned) memory in the pool.");
     public static final ConfigKey<Duration> POOL_ACQUIRE_TIMEOUT = ConfigKey.durationKey("pool.acquireTimeout", "5s", "0ms", "10m",

@@ -382,4 +382,42 @@ class PolicyTest {
         assertEquals(5000, TimeUnit.NANOSECONDS.toMillis(o.backoffNanos(63, 0)));
         assertEquals(5025, TimeUnit.NANOSECONDS.toMillis(o.backoffNanos(40, 0.5)));
     }
+
+    @Test
+    void metricsCountReadsRoundTripsTransitionsChecksumsAndPoolUse() throws Exception {
+        try (PolicyFixture f = new PolicyFixture(PolicyFixture.fast(), PolicyFixture.fast().withChecksumSampleRate(1.0),
+                PolicyFixture.echo());
+             io.rdmaplane.rdma.memory.RegisteredMemoryPool pool = new io.rdmaplane.rdma.memory.RegisteredMemoryPool(
+                     f.clientNode, new io.rdmaplane.rdma.memory.PoolOptions(16 << 20, Duration.ZERO))) {
+            f.server.markReady();
+            f.clientMetrics.watchPool("reduce", pool);
+            PeerConnection peer = f.peer();
+            RemoteBlock block = f.exposeBlock(100_000, 13);
+            try (io.rdmaplane.rdma.memory.RegisteredBuffer landing = pool.acquire(100_000)) {
+                for (int i = 0; i < 3; i++) {
+                    peer.read(block, landing.region(), landing.offset()).get(WAIT, TimeUnit.SECONDS);
+                }
+                peer.request(ByteBuffer.allocate(8)).get(WAIT, TimeUnit.SECONDS);
+                var registry = f.clientMetrics.registry();
+                assertEquals(300_000, registry.counter("rdma.read.bytes").getCount());
+                assertEquals(3, registry.counter("rdma.read.count").getCount());
+                String peerName = "rdma.peer." + (f.serverNode.localAddress().getHostString() + "_"
+                        + f.serverNode.localAddress().getPort()).replace('.', '_');
+                assertEquals(300_000, registry.counter(peerName + ".read.bytes").getCount());
+                assertEquals(3, registry.timer("rdma.read.latency").getCount());
+                assertEquals(1, registry.timer("rdma.control.roundTrip").getCount());
+                assertEquals(3, registry.counter("rdma.checksum.checks").getCount());
+                assertEquals(0, registry.counter("rdma.checksum.failures").getCount());
+                assertEquals(1, registry.counter("rdma.state.data.connecting_to_ready").getCount());
+                assertEquals(0L, registry.getGauges().get("rdma.read.inFlightBytes").getValue());
+                assertEquals(8L << 20, registry.getGauges().get("rdma.pool.reduce.registeredBytes").getValue());
+                assertEquals(128L << 10, registry.getGauges().get("rdma.pool.reduce.inUseBytes").getValue());
+            }
+            f.serverNode.injectConnectionCut();
+            peer.read(block, f.landing(100_000), 0).get(WAIT, TimeUnit.SECONDS);
+            assertTrue(f.count("rdma.reconnects") >= 1);
+            assertTrue(f.clientMetrics.registry().counter("rdma.state.data.ready_to_reconnecting").getCount() >= 1);
+            assertEquals(0L, f.clientMetrics.registry().getGauges().get("rdma.pool.reduce.inUseBytes").getValue());
+        }
+    }
 }

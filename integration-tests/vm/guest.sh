@@ -13,7 +13,7 @@ set -u
 CTL=/run/rdma-vm/ctl
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # shellcheck source=/dev/null
-. "$CTL/params.sh"   # RDMA_VM_ADDR_A/B, RDMA_VM_CMD_TIMEOUT, RDMA_VM_CWD, RDMA_VM_ENV, RDMA_VM_CMD
+. "$CTL/params.sh"   # RDMA_VM_ADDR_A/B, RDMA_VM_MTU, RDMA_VM_CMD_TIMEOUT, RDMA_VM_CWD, RDMA_VM_ENV, RDMA_VM_CMD
 
 say() { echo "rdma-vm guest: $*"; }
 fail() { say "FAILED: $*"; exit 1; }
@@ -33,6 +33,7 @@ for c in all default veth0 veth1; do
 done
 ip addr add "$A/24" dev veth0 || fail "address $A on veth0"
 ip addr add "$B/24" dev veth1 || fail "address $B on veth1"
+ip link set veth0 mtu "$RDMA_VM_MTU" && ip link set veth1 mtu "$RDMA_VM_MTU" || fail "veth mtu $RDMA_VM_MTU"
 ip link set veth0 up && ip link set veth1 up || fail "veth up"
 # With 2 vCPUs, packets handled on both CPUs get reordered and rxe retransmits: one CPU.
 w /sys/class/net/veth0/queues/rx-0/rps_cpus 1

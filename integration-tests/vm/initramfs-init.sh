@@ -46,7 +46,8 @@ mount -t devtmpfs devtmpfs /newroot/dev || fail "devtmpfs"
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || fail "tmpfs /tmp"
+# /tmp stays the host's (through the overlay: scripts the host wrote there are visible, the
+# guest's writes stay in the tmpfs); /run is the guest's own.
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "tmpfs /run"
 mkdir -p /newroot/run/rdma-vm
 mount9p rdmavm /newroot/run/rdma-vm rw

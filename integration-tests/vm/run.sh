@@ -17,7 +17,8 @@
 # the same working directory with PATH, JAVA_HOME, HOME (and a few more) from the host, plus
 #   RDMA_VM=1  RDMA_VM_ADDR_A=192.168.77.1 (rxe0 on veth0)  RDMA_VM_ADDR_B=192.168.77.2 (rxe1
 #   on veth1)  RDMA_VM_DEV_A=rxe0  RDMA_VM_DEV_B=rxe1  RDMA_VM_RESULTS=/run/rdma-vm/out
-# and memlock unlimited. Its output (stdout and stderr) is printed live from the serial console.
+# and memlock unlimited. Its output (stdout and stderr) is printed live (through the second 9p
+# share), the guest kernel's and init's messages come from the serial console.
 # Exit status: the command's; 124 on a timeout; 125 when the VM failed before reporting one.
 set -euo pipefail
 RDMA_VM_PROG=vm/run
@@ -67,7 +68,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/rdma-vm-run.XXXXXX")
 share=$tmp/share
 mkdir -p "$share/ctl" "$share/out"
 qemu_pid_file=$tmp/qemu.pid
-watchdog_pid="" console_pid=""
+watchdog_pid="" console_pid="" output_pid=""
 
 qemu_pid() { cat "$qemu_pid_file" 2>/dev/null || true; }
 kill_qemu() {
@@ -82,6 +83,7 @@ cleanup() {
   [ -n "$watchdog_pid" ] && kill "$watchdog_pid" 2>/dev/null
   kill_qemu
   [ -n "$console_pid" ] && wait "$console_pid" 2>/dev/null   # the console's last lines
+  [ -n "$output_pid" ] && kill "$output_pid" 2>/dev/null
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -110,6 +112,7 @@ genv+=(RDMA_VM=1 "RDMA_VM_ADDR_A=$addr_a" "RDMA_VM_ADDR_B=$addr_b" RDMA_VM_DEV_A
   printf 'RDMA_VM_CMD=('; printf ' %q' "$@"; printf ' )\n'
 } > "$share/ctl/params.sh"
 cp "$RDMA_VM_DIR/guest.sh" "$share/ctl/guest.sh"
+: > "$share/ctl/output"
 
 qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem"
   -nic none -nographic -no-reboot
@@ -164,7 +167,12 @@ watchdog_pid=$!
       -e '/^SeaBIOS (version/d' -e '/^Booting from ROM\.*$/d' -e 's/^Booting from ROM\.*//' \
       -e '/\] reboot: Power down$/d' &
 console_pid=$!
+# The command's own output, written by the guest to ctl/output; tail stops after the console.
+tail -n +1 -s 0.2 --pid="$console_pid" -f "$share/ctl/output" &
+output_pid=$!
 wait "$console_pid" || true
+wait "$output_pid" || true
+console_pid="" output_pid=""
 kill "$watchdog_pid" 2>/dev/null || true
 wait "$watchdog_pid" 2>/dev/null || true
 watchdog_pid=""

@@ -4,7 +4,7 @@
 #
 #   bash integration-tests/vm/smoke.sh [run.sh options]
 #
-# Checks, in one VM: ibv_devices lists both devices; ibv_devinfo shows both ports ACTIVE;
+# Checks, in one VM: no network device but lo and the veth pair; ibv_devices lists both devices; ibv_devinfo shows both ports ACTIVE;
 # rping (rdma_cm, SEND and RDMA READ/WRITE) between the two addresses; ib_read_bw -s 65536 and
 # ib_read_lat -s 64 (server -d rxe0, client -d rxe1 to address A, perftest's plain mode with
 # a TCP exchange of QP data). Prints the figures and fails if any check fails.
@@ -54,6 +54,12 @@ t_devices() {
   local out; out=$(ibv_devices) || return 1
   echo "$out"
   grep -qw rxe0 <<< "$out" && grep -qw rxe1 <<< "$out" || { log "rxe0/rxe1 missing"; return 1; }
+}
+
+t_no_nic() {
+  local nets; nets=$(ls /sys/class/net | tr '\n' ' ')
+  log "network devices: $nets"
+  [ "$nets" = "lo veth0 veth1 " ] || { log "unexpected network device (the VM must have no NIC)"; return 1; }
 }
 
 t_devinfo() {
@@ -117,6 +123,7 @@ t_read_lat() {
   [ -n "$READ_LAT" ] || { log "ib_read_lat: no result line"; return 1; }
 }
 
+check "no NIC: only lo, veth0, veth1" t_no_nic
 check "ibv_devices lists rxe0 and rxe1" t_devices
 check "ibv_devinfo: both ports ACTIVE" t_devinfo
 check "rping $RDMA_VM_ADDR_B -> $A, 10 pings" t_rping

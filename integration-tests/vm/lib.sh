@@ -1,6 +1,7 @@
 # Shared helpers of the Soft-RoCE VM scripts (sourced, not run).
 # shellcheck shell=bash
 
+# shellcheck disable=SC2034  # used by the scripts that source this file
 RDMA_VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RDMA_VM_CACHE=${RDMA_VM_CACHE:-${HOME:-/root}/.cache/rdma-vm}
 
@@ -13,6 +14,7 @@ RDMA_VM_CACHE=${RDMA_VM_CACHE:-${HOME:-/root}/.cache/rdma-vm}
 #   iproute2         ip (veth, policy routing) and rdma (rdma link add ... type rxe)
 #   rdma-core ibverbs-providers  libibverbs with the rxe provider
 #   ibverbs-utils rdmacm-utils perftest  ibv_devinfo, rping, ib_read_bw/ib_read_lat
+# shellcheck disable=SC2034
 RDMA_VM_HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio gzip iproute2 rdma-core
   ibverbs-providers ibverbs-utils rdmacm-utils perftest)
 

@@ -53,7 +53,9 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || vm_die "no command given (usage: run.sh [options] -- COMMAND...)"
 total_timeout=$((boot_timeout + cmd_timeout + 60))
+[ "${RDMA_VM:-}" != 1 ] || vm_die "already inside the VM (RDMA_VM=1): run the command directly"
 
+vm_ensure_packages "${RDMA_VM_HOST_PACKAGES[@]}"
 if [ -n "${RDMA_VM_KIT:-}" ]; then
   kit=$RDMA_VM_KIT
 else
@@ -133,7 +135,7 @@ vm_log "booting $(basename "$(dirname "$kit")") (TCG, ${cpus} vCPUs, ${mem} MiB;
   trap - EXIT INT TERM HUP
   booted_at="" status_at=""
   while sleep 0.5; do
-    now=$(date +%s)
+    printf -v now '%(%s)T' -1
     if [ -z "$booted_at" ] && [ -f "$share/ctl/booted" ]; then
       booted_at=$now
       vm_log "guest up and rxe0/rxe1 ready after $((now - start)) s; running: $*"

@@ -4,8 +4,9 @@
 #
 #   bash integration-tests/vm/smoke.sh [run.sh options]
 #
-# Checks, in one VM: no network device but lo and the veth pair; ibv_devices lists both devices; ibv_devinfo shows both ports ACTIVE;
-# rping (rdma_cm, SEND and RDMA READ/WRITE) between the two addresses; ib_read_bw -s 65536 and
+# Checks, in one VM: no network device but lo and the veth pair; ibv_devices lists both
+# devices; ibv_devinfo shows both ports ACTIVE; rping (rdma_cm, SEND and RDMA READ/WRITE)
+# between the two addresses; ib_read_bw -s 65536 (and that its data crossed veth0) and
 # ib_read_lat -s 64 (server -d rxe0, client -d rxe1 to address A, perftest's plain mode with
 # a TCP exchange of QP data). Prints the figures and fails if any check fails.
 # Inside the VM (RDMA_VM=1) the same file runs the checks.

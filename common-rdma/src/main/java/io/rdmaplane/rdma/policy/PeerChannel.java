@@ -173,8 +173,8 @@ final class PeerChannel {
             if (finalFailure) {
                 work.failed(cause);
             }
-            if (status != Status.QUEUE_FULL) {
-                // Any error but QUEUE_FULL leaves a verbs channel in the error state: rebuild it.
+            if (status != null && status != Status.QUEUE_FULL) {
+                // Any completion error leaves a verbs channel in the error state: rebuild it.
                 reconnect(gen, cause.getMessage());
             }
         }

@@ -13,7 +13,7 @@ set -u
 CTL=/run/rdma-vm/ctl
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # shellcheck source=/dev/null
-. "$CTL/params.sh"   # RDMA_VM_ADDR_A/B, RDMA_VM_CMD_TIMEOUT, RDMA_VM_CWD, RDMA_VM_ENV, RDMA_VM_CMD
+. "$CTL/params.sh"   # RDMA_VM_ADDR_A/B, RDMA_VM_MTU, RDMA_VM_CMD_TIMEOUT, RDMA_VM_CWD, RDMA_VM_ENV, RDMA_VM_CMD
 
 say() { echo "rdma-vm guest: $*"; }
 fail() { say "FAILED: $*"; exit 1; }
@@ -33,6 +33,7 @@ for c in all default veth0 veth1; do
 done
 ip addr add "$A/24" dev veth0 || fail "address $A on veth0"
 ip addr add "$B/24" dev veth1 || fail "address $B on veth1"
+ip link set veth0 mtu "$RDMA_VM_MTU" && ip link set veth1 mtu "$RDMA_VM_MTU" || fail "veth mtu $RDMA_VM_MTU"
 ip link set veth0 up && ip link set veth1 up || fail "veth up"
 # With 2 vCPUs, packets handled on both CPUs get reordered and rxe retransmits: one CPU.
 w /sys/class/net/veth0/queues/rx-0/rps_cpus 1
@@ -66,10 +67,20 @@ ulimit -l unlimited || fail "ulimit -l unlimited"
 mkdir -p /run/rdma-vm/out
 date +%s.%N > "$CTL/booted"
 
+# The command's output goes to ctl/output on the 9p share, which run.sh prints as it grows:
+# the serial console costs the guest ~11 ms of CPU per 1 KiB (about 90 KiB/s), a 9p write a
+# few ms each, so `cat` in between batches whatever piled up in the pipe into one write.
 cd "$RDMA_VM_CWD" || fail "cd $RDMA_VM_CWD"
+mkfifo /run/rdma-vm-output || fail "mkfifo"
+cat < /run/rdma-vm-output >> "$CTL/output" &
+cat_pid=$!
 /usr/bin/env -i "${RDMA_VM_ENV[@]}" \
-  timeout --kill-after=10 "$RDMA_VM_CMD_TIMEOUT" "${RDMA_VM_CMD[@]}" < /dev/null
+  timeout --kill-after=10 "$RDMA_VM_CMD_TIMEOUT" "${RDMA_VM_CMD[@]}" \
+  < /dev/null > /run/rdma-vm-output 2>&1
 rc=$?
+# Background processes the command left behind may hold the pipe open: wait 5 s at most.
+for _ in $(seq 25); do kill -0 "$cat_pid" 2>/dev/null || break; sleep 0.2; done
+kill "$cat_pid" 2>/dev/null
 [ $rc -eq 124 ] && say "command timed out after ${RDMA_VM_CMD_TIMEOUT} s"
 echo "$rc" > "$CTL/status"
 sync

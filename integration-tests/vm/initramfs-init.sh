@@ -44,9 +44,15 @@ mount -t proc proc /newroot/proc || fail "proc"
 mount -t sysfs sysfs /newroot/sys || fail "sysfs"
 mount -t devtmpfs devtmpfs /newroot/dev || fail "devtmpfs"
 mkdir -p /newroot/dev/pts /newroot/dev/shm
+# What udev would add: bash's process substitution needs /dev/fd.
+ln -sfn /proc/self/fd /newroot/dev/fd
+ln -sfn /proc/self/fd/0 /newroot/dev/stdin
+ln -sfn /proc/self/fd/1 /newroot/dev/stdout
+ln -sfn /proc/self/fd/2 /newroot/dev/stderr
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || fail "tmpfs /tmp"
+# /tmp stays the host's (through the overlay: scripts the host wrote there are visible, the
+# guest's writes stay in the tmpfs); /run is the guest's own.
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "tmpfs /run"
 mkdir -p /newroot/run/rdma-vm
 mount9p rdmavm /newroot/run/rdma-vm rw

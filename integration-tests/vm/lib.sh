@@ -1,6 +1,7 @@
 # Shared helpers of the Soft-RoCE VM scripts (sourced, not run).
 # shellcheck shell=bash
 
+# shellcheck disable=SC2034  # used by the scripts that source this file
 RDMA_VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RDMA_VM_CACHE=${RDMA_VM_CACHE:-${HOME:-/root}/.cache/rdma-vm}
 
@@ -13,6 +14,7 @@ RDMA_VM_CACHE=${RDMA_VM_CACHE:-${HOME:-/root}/.cache/rdma-vm}
 #   iproute2         ip (veth, policy routing) and rdma (rdma link add ... type rxe)
 #   rdma-core ibverbs-providers  libibverbs with the rxe provider
 #   ibverbs-utils rdmacm-utils perftest  ibv_devinfo, rping, ib_read_bw/ib_read_lat
+# shellcheck disable=SC2034
 RDMA_VM_HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio gzip iproute2 rdma-core
   ibverbs-providers ibverbs-utils rdmacm-utils perftest)
 
@@ -24,17 +26,17 @@ vm_die() { echo "${RDMA_VM_PROG:-vm}: error: $*" >&2; exit 1; }
 vm_apt_update_once() {
   if [ "$_rdma_vm_apt_updated" = 0 ]; then
     vm_log "apt-get update"
-    apt-get update -qq >&2 || vm_die "apt-get update failed"
     _rdma_vm_apt_updated=1
+    apt-get update -qq >&2 || { vm_log "apt-get update failed"; return 1; }
   fi
 }
 
 # vm_missing_packages PKG... : prints the packages that are not installed.
 vm_missing_packages() {
-  local p st
+  local installed p
+  installed=" $(dpkg-query -W -f='${Package}=${db:Status-Status} ' "$@" 2>/dev/null || true)"
   for p in "$@"; do
-    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
-    [ "$st" = installed ] || echo "$p"
+    [[ "$installed" == *" $p=installed "* ]] || echo "$p"
   done
 }
 
@@ -46,7 +48,7 @@ vm_ensure_packages() {
   if [ "$(id -u)" -ne 0 ]; then
     vm_die "missing host packages: ${missing[*]} (run as root, or: apt-get install ${missing[*]})"
   fi
-  vm_apt_update_once
+  vm_apt_update_once || vm_die "apt-get update failed; cannot install ${missing[*]}"
   vm_log "installing ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
     || vm_die "apt-get install ${missing[*]} failed"

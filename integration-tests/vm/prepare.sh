@@ -4,9 +4,11 @@
 #
 #   bash integration-tests/vm/prepare.sh [--print-kit] [--force]
 #
-# Kit: ${RDMA_VM_CACHE:-$HOME/.cache/rdma-vm}/<kernel version>/{vmlinuz,initrd.gz,KIT_OK}.
-# A complete kit (KIT_OK matches the inputs) is reused; --force rebuilds it.
+# Cache: ${RDMA_VM_CACHE:-$HOME/.cache/rdma-vm}/<kernel version>/ holds the kernel .deb and
+# kit-<fingerprint of module list, init script and busybox>/{vmlinuz,initrd.gz,KIT_OK}.
+# A complete kit is reused; --force rebuilds it.
 # RDMA_VM_KERNEL_PKG=linux-image-6.1.0-NN-amd64 pins the kernel package.
+# The kernel package resolved through apt is remembered for a day ($RDMA_VM_CACHE/kernel-package).
 # --print-kit prints the kit folder on stdout (everything else goes to stderr).
 set -euo pipefail
 RDMA_VM_PROG=vm/prepare
@@ -18,7 +20,7 @@ for a in "$@"; do
   case "$a" in
     --print-kit) print_kit=1 ;;
     --force) force=1 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) vm_die "unknown argument '$a' (try --help)" ;;
   esac
 done
@@ -48,54 +50,69 @@ resolve_kernel_pkg() {
   apt-cache depends linux-image-amd64 2>/dev/null \
     | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }'
 }
+# apt-cache takes seconds here (no pkgcache.bin), so the answer is remembered for a day.
+resolved="$RDMA_VM_CACHE/kernel-package"
 pkg=${RDMA_VM_KERNEL_PKG:-}
+if [ -z "$pkg" ] && [ "$force" = 0 ] && [ -n "$(find "$resolved" -mmin -1440 2>/dev/null)" ]; then
+  pkg=$(cat "$resolved")
+fi
 if [ -z "$pkg" ]; then
   pkg=$(resolve_kernel_pkg || true)
   if [ -z "$pkg" ] && [ "$(id -u)" -eq 0 ]; then
-    vm_apt_update_once
+    vm_apt_update_once || true
     pkg=$(resolve_kernel_pkg || true)
   fi
+  [ -n "$pkg" ] && echo "$pkg" > "$resolved"
 fi
+# Fingerprint of everything a kit is built from. Each fingerprint has its own kit folder, so
+# checkouts with different scripts share the cache (and the downloaded kernel) without
+# rebuilding each other's kit.
+fingerprint_of() { # kver
+  {
+    echo "kernel=$1 modules=${MODULES[*]}"
+    cat "$RDMA_VM_DIR/initramfs-init.sh"
+    sha256sum "$BUSYBOX" | cut -d' ' -f1
+  } | sha256sum | cut -c1-12
+}
+complete() { [ -f "$1/KIT_OK" ] && [ -s "$1/vmlinuz" ] && [ -s "$1/initrd.gz" ]; }
+
 if [ -z "$pkg" ]; then
-  # Offline or no apt lists: fall back to the newest complete kit in the cache.
-  newest=$(ls -1d "$RDMA_VM_CACHE"/*/KIT_OK 2>/dev/null | sort -V | tail -n 1 || true)
-  [ -n "$newest" ] || vm_die "cannot resolve the kernel package of linux-image-amd64 (apt-cache depends found nothing; run apt-get update) and no complete kit in $RDMA_VM_CACHE"
-  kver=$(basename "$(dirname "$newest")")
+  # Offline or no apt lists: fall back to the newest kernel with a complete kit in the cache.
+  kver=""
+  for d in $(ls -1d "$RDMA_VM_CACHE"/*/ 2>/dev/null | sort -rV); do
+    k=$(basename "$d")
+    if complete "$d/kit-$(fingerprint_of "$k")"; then kver=$k; break; fi
+  done
+  [ -n "$kver" ] || vm_die "cannot resolve the kernel package of linux-image-amd64 (apt-cache depends found nothing; run apt-get update) and no complete kit in $RDMA_VM_CACHE"
   vm_log "apt cannot resolve linux-image-amd64; using the cached kit for $kver"
 else
   kver=${pkg#linux-image-}
 fi
-kit="$RDMA_VM_CACHE/$kver"
+kdir="$RDMA_VM_CACHE/$kver"          # the kernel package, shared by the kits
+kit="$kdir/kit-$(fingerprint_of "$kver")"
 
-# Fingerprint of everything the kit is built from: a change rebuilds the initramfs.
-fingerprint=$( {
-  echo "kernel=$kver modules=${MODULES[*]}"
-  cat "$RDMA_VM_DIR/initramfs-init.sh"
-  sha256sum "$BUSYBOX" | cut -d' ' -f1
-} | sha256sum | cut -d' ' -f1)
-
-if [ "$force" = 0 ] && [ -f "$kit/KIT_OK" ] && [ "$(cat "$kit/KIT_OK")" = "$fingerprint" ] \
-   && [ -s "$kit/vmlinuz" ] && [ -s "$kit/initrd.gz" ]; then
+if [ "$force" = 0 ] && complete "$kit"; then
+  touch "$kit"   # in use: keeps it from being pruned
   [ "$print_kit" = 1 ] && echo "$kit"
   exit 0
 fi
-[ -n "${pkg:-}" ] || vm_die "the cached kit $kit is stale and the kernel package cannot be resolved"
+[ -n "${pkg:-}" ] || vm_die "the cached kit $kit is incomplete and the kernel package cannot be resolved"
 
 start=$(date +%s)
 vm_log "building the boot kit for $kver in $kit"
-rm -f "$kit/KIT_OK"
-mkdir -p "$kit"
+rm -rf "$kit"
+mkdir -p "$kdir"
 work=$(mktemp -d "${TMPDIR:-/tmp}/rdma-vm-prepare.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-deb=$(ls -1 "$kit"/"$pkg"_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
+deb=$(ls -1 "$kdir"/"$pkg"_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
 if [ -z "$deb" ] || ! dpkg-deb --info "$deb" >/dev/null 2>&1; then
   vm_log "apt-get download $pkg"
   (cd "$work" && apt-get download -o APT::Sandbox::User=root -q "$pkg" >&2) \
     || vm_die "apt-get download $pkg failed (is deb.debian.org reachable? apt-get update?)"
-  rm -f "$kit"/*.deb
-  mv "$work"/"$pkg"_*.deb "$kit"/
-  deb=$(ls -1 "$kit"/"$pkg"_*.deb | sort -V | tail -n 1)
+  rm -f "$kdir"/*.deb
+  mv "$work"/"$pkg"_*.deb "$kdir"/
+  deb=$(ls -1 "$kdir"/"$pkg"_*.deb | sort -V | tail -n 1)
 fi
 
 vm_log "unpacking $(basename "$deb")"
@@ -137,11 +154,15 @@ for rel in "${order[@]}"; do
 done
 (cd "$ird" && find . -print0 | cpio --null -o -H newc --quiet | gzip -6) > "$work/initrd.gz"
 
-cp "$tree/boot/vmlinuz-$kver" "$work/vmlinuz"
-cp "$tree/boot/config-$kver" "$kit/config"
-cp "$ird/etc/rdma-vm/modules" "$kit/modules.order"
-mv "$work/vmlinuz" "$work/initrd.gz" "$kit/"
-echo "$fingerprint" > "$kit/KIT_OK"
+mkdir -p "$work/kit"
+cp "$tree/boot/vmlinuz-$kver" "$work/kit/vmlinuz"
+cp "$tree/boot/config-$kver" "$work/kit/config"
+cp "$ird/etc/rdma-vm/modules" "$work/kit/modules.order"
+mv "$work/initrd.gz" "$work/kit/"
+date -u +%FT%TZ > "$work/kit/KIT_OK"
+mv "$work/kit" "$kit"
+# Kits of other script versions unused for 14 days go.
+find "$kdir" -mindepth 1 -maxdepth 1 -type d -name 'kit-*' ! -path "$kit" -mtime +14 -exec rm -rf {} + || true
 vm_log "kit ready in $(( $(date +%s) - start )) s: $kit ($(du -sh "$kit/initrd.gz" | cut -f1) initramfs)"
 [ "$print_kit" = 1 ] && echo "$kit"
 exit 0

@@ -8,6 +8,7 @@
 #   --boot-timeout S   time allowed from start until the command runs (default ${RDMA_VM_BOOT_TIMEOUT:-180})
 #   --cpus N           guest vCPUs (default ${RDMA_VM_CPUS:-2})
 #   --mem MiB          guest memory (default ${RDMA_VM_MEM:-3072})
+#   --mtu BYTES        MTU of the veth cable (default ${RDMA_VM_MTU:-1500}: RoCE MTU 1024; 9000: 4096)
 #   --env NAME[=VAL]   pass one more environment variable into the guest (repeatable)
 #   --results DIR      copy what the command wrote to $RDMA_VM_RESULTS into DIR
 #
@@ -16,7 +17,8 @@
 # the same working directory with PATH, JAVA_HOME, HOME (and a few more) from the host, plus
 #   RDMA_VM=1  RDMA_VM_ADDR_A=192.168.77.1 (rxe0 on veth0)  RDMA_VM_ADDR_B=192.168.77.2 (rxe1
 #   on veth1)  RDMA_VM_DEV_A=rxe0  RDMA_VM_DEV_B=rxe1  RDMA_VM_RESULTS=/run/rdma-vm/out
-# and memlock unlimited. Its output (stdout and stderr) is printed live from the serial console.
+# and memlock unlimited. Its output (stdout and stderr) is printed live (through the second 9p
+# share), the guest kernel's and init's messages come from the serial console.
 # Exit status: the command's; 124 on a timeout; 125 when the VM failed before reporting one.
 set -euo pipefail
 RDMA_VM_PROG=vm/run
@@ -27,12 +29,13 @@ cmd_timeout=${RDMA_VM_TIMEOUT:-600}
 boot_timeout=${RDMA_VM_BOOT_TIMEOUT:-180}
 cpus=${RDMA_VM_CPUS:-2}
 mem=${RDMA_VM_MEM:-3072}
+mtu=${RDMA_VM_MTU:-1500}
 addr_a=${RDMA_VM_ADDR_A:-192.168.77.1}
 addr_b=${RDMA_VM_ADDR_B:-192.168.77.2}
 results=""
 extra_env=()
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 need_int() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || vm_die "$1 needs a positive integer, got '$2'"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --boot-timeout) need_int "$1" "${2:-}"; boot_timeout=$2; shift 2 ;;
     --cpus) need_int "$1" "${2:-}"; cpus=$2; shift 2 ;;
     --mem) need_int "$1" "${2:-}"; mem=$2; shift 2 ;;
+    --mtu) need_int "$1" "${2:-}"; mtu=$2; shift 2 ;;
     --env) [ -n "${2:-}" ] || vm_die "--env needs NAME or NAME=VALUE"; extra_env+=("$2"); shift 2 ;;
     --results) [ -n "${2:-}" ] || vm_die "--results needs a folder"; results=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -49,7 +53,9 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || vm_die "no command given (usage: run.sh [options] -- COMMAND...)"
 total_timeout=$((boot_timeout + cmd_timeout + 60))
+[ "${RDMA_VM:-}" != 1 ] || vm_die "already inside the VM (RDMA_VM=1): run the command directly"
 
+vm_ensure_packages "${RDMA_VM_HOST_PACKAGES[@]}"
 if [ -n "${RDMA_VM_KIT:-}" ]; then
   kit=$RDMA_VM_KIT
 else
@@ -64,7 +70,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/rdma-vm-run.XXXXXX")
 share=$tmp/share
 mkdir -p "$share/ctl" "$share/out"
 qemu_pid_file=$tmp/qemu.pid
-watchdog_pid=""
+watchdog_pid="" console_pid="" output_pid=""
 
 qemu_pid() { cat "$qemu_pid_file" 2>/dev/null || true; }
 kill_qemu() {
@@ -75,8 +81,11 @@ kill_qemu() {
   kill -9 "$p" 2>/dev/null || true
 }
 cleanup() {
+  set +e
   [ -n "$watchdog_pid" ] && kill "$watchdog_pid" 2>/dev/null
   kill_qemu
+  [ -n "$console_pid" ] && wait "$console_pid" 2>/dev/null   # the console's last lines
+  [ -n "$output_pid" ] && kill "$output_pid" 2>/dev/null
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -99,12 +108,13 @@ genv+=(RDMA_VM=1 "RDMA_VM_ADDR_A=$addr_a" "RDMA_VM_ADDR_B=$addr_b" RDMA_VM_DEV_A
   RDMA_VM_DEV_B=rxe1 RDMA_VM_RESULTS=/run/rdma-vm/out)
 
 {
-  printf 'RDMA_VM_ADDR_A=%q\nRDMA_VM_ADDR_B=%q\n' "$addr_a" "$addr_b"
+  printf 'RDMA_VM_ADDR_A=%q\nRDMA_VM_ADDR_B=%q\nRDMA_VM_MTU=%q\n' "$addr_a" "$addr_b" "$mtu"
   printf 'RDMA_VM_CMD_TIMEOUT=%q\nRDMA_VM_CWD=%q\n' "$cmd_timeout" "$PWD"
   printf 'RDMA_VM_ENV=('; printf ' %q' "${genv[@]}"; printf ' )\n'
   printf 'RDMA_VM_CMD=('; printf ' %q' "$@"; printf ' )\n'
 } > "$share/ctl/params.sh"
 cp "$RDMA_VM_DIR/guest.sh" "$share/ctl/guest.sh"
+: > "$share/ctl/output"
 
 qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem"
   -nic none -nographic -no-reboot
@@ -118,14 +128,14 @@ qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem"
   -pidfile "$qemu_pid_file")
 
 start=$(date +%s)
-vm_log "booting $(basename "$kit") (TCG, ${cpus} vCPUs, ${mem} MiB; timeouts: boot ${boot_timeout} s, command ${cmd_timeout} s, total ${total_timeout} s)"
+vm_log "booting $(basename "$(dirname "$kit")") (TCG, ${cpus} vCPUs, ${mem} MiB; timeouts: boot ${boot_timeout} s, command ${cmd_timeout} s, total ${total_timeout} s)"
 
 # The watchdog stops qemu when a deadline passes and leaves the reason in $tmp/timeout.
 (
   trap - EXIT INT TERM HUP
   booted_at="" status_at=""
   while sleep 0.5; do
-    now=$(date +%s)
+    printf -v now '%(%s)T' -1
     if [ -z "$booted_at" ] && [ -f "$share/ctl/booted" ]; then
       booted_at=$now
       vm_log "guest up and rxe0/rxe1 ready after $((now - start)) s; running: $*"
@@ -150,15 +160,21 @@ vm_log "booting $(basename "$kit") (TCG, ${cpus} vCPUs, ${mem} MiB; timeouts: bo
 ) &
 watchdog_pid=$!
 
-set +e
 # Console filter: CR of the serial line, SeaBIOS' screen escapes and banner (the guest's
 # UART reset sometimes cuts "Booting from ROM..." short, with no newline before the guest's
 # first line), the final "reboot: Power down"; sed -u keeps the output live.
+# In the background so that a signal interrupts `wait` at once (the trap then stops qemu).
 { "${qemu[@]}" < /dev/null 2>&1; echo $? > "$tmp/qemu.rc"; } \
   | sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' \
       -e '/^SeaBIOS (version/d' -e '/^Booting from ROM\.*$/d' -e 's/^Booting from ROM\.*//' \
-      -e '/\] reboot: Power down$/d'
-set -e
+      -e '/\] reboot: Power down$/d' &
+console_pid=$!
+# The command's own output, written by the guest to ctl/output; tail stops after the console.
+tail -n +1 -s 0.2 --pid="$console_pid" -f "$share/ctl/output" &
+output_pid=$!
+wait "$console_pid" || true
+wait "$output_pid" || true
+console_pid="" output_pid=""
 kill "$watchdog_pid" 2>/dev/null || true
 wait "$watchdog_pid" 2>/dev/null || true
 watchdog_pid=""

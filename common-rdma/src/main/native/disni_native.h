@@ -12,6 +12,18 @@
  *  - The other int-returning methods return 0 (or a count/value >= 0) on success and a
  *    negative errno on failure: their Java callers test the sign and turn a negative into an
  *    exception, a null or false.
+ *
+ * Facts of the contract that are easy to get wrong (all read from DiSNI 2.1's bytecode):
+ *  - All 48 NativeDispatcher methods are instance methods; NativeAffinity's two are static.
+ *  - _getCmEvent gets two output addresses: listen_id (only CONNECT_REQUEST has one) and id.
+ *    _ackCmEvent only gets the event type, so events are acknowledged in _getCmEvent.
+ *  - RdmaCmNat passes the cm id, not the QP, to _destroyQP; _modifyQP always gets attr 0.
+ *  - _createQP gets no scatter/gather limits (IbvQPCap's are never passed), and _connect /
+ *    _accept get only the retry counts (RdmaConnParam's read depths, flow control, srq and
+ *    qp_num are never passed): cm.c chooses those.
+ *  - SockAddrIn writes only family, port and address (8 bytes); the rest of its buffer may
+ *    hold stale bytes from DiSNI's buffer pool.
+ *  - NatRegMrCall expects a handle > 0; NatGetCqCall wants exactly 0 from _getCqEvent.
  */
 #ifndef RDMAPLANE_DISNI_NATIVE_H
 #define RDMAPLANE_DISNI_NATIVE_H

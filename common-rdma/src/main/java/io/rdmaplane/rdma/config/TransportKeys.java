@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.config;
 
+import io.rdmaplane.rdma.memory.PoolOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import java.net.InetSocketAddress;
@@ -17,7 +18,7 @@ public final class TransportKeys {
     public static final ConfigKey<Duration> OPERATION_TIMEOUT = ConfigKey.durationKey("operationTimeout", "2s", "10ms", "10m",
             "An outstanding operation with no progress from the peer for this long fails with RETRY_EXCEEDED.");
     public static final ConfigKey<Integer> QUEUE_DEPTH = ConfigKey.intKey("queueDepth", 256, 1, 16384,
-            "Outstanding operations per channel.");
+            "Queue depth of channels this node accepts from peers.");
     public static final ConfigKey<Long> POOL_CAPACITY = ConfigKey.byteSizeKey("pool.capacity", "256m", "8m", "1t",
             "Cap on registered (pinned) memory in the pool.");
     public static final ConfigKey<Duration> POOL_ACQUIRE_TIMEOUT = ConfigKey.durationKey("pool.acquireTimeout", "5s", "0ms", "10m",
@@ -35,5 +36,10 @@ public final class TransportKeys {
         // maxMessageSize is capped at 16m by its bounds, so it always fits an int.
         return new NodeOptions(new InetSocketAddress(bindHost, conf.get(PORT)), Math.toIntExact(conf.get(MAX_MESSAGE_SIZE)),
                 conf.get(OPERATION_TIMEOUT), conf.get(QUEUE_DEPTH));
+    }
+
+    /** Registered-memory pool settings from {@code conf}. */
+    public static PoolOptions poolOptions(Conf conf) {
+        return new PoolOptions(conf.get(POOL_CAPACITY), conf.get(POOL_ACQUIRE_TIMEOUT));
     }
 }

@@ -196,6 +196,20 @@ public final class RegisteredMemoryPool implements AutoCloseable {
         }
     }
 
+    /** Bytes of slices handed out and not yet released (by slice size, not request size). */
+    public long inUseBytes() {
+        lock.lock();
+        try {
+            long bytes = 0;
+            for (Chunk chunk : chunks.values()) {
+                bytes += (long) chunk.slicesOut * chunk.sliceSize;
+            }
+            return bytes;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     public PoolOptions options() {
         return options;
     }

@@ -3,6 +3,7 @@ package io.rdmaplane.rdma.config;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import io.rdmaplane.rdma.memory.PoolOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import java.net.InetSocketAddress;
@@ -89,5 +90,13 @@ class TransportKeysTest {
                 conf(Map.of("spark.shuffle.rdma.operationTimeout", "1d")), "127.0.0.1"));
         assertEquals("spark.shuffle.rdma.operationTimeout = '1d': expected a duration like 200ms, 2s, 1m between 10ms and 10m",
                 e.getMessage());
+    }
+
+    @Test
+    void poolOptionsFromSettings() {
+        assertEquals(new PoolOptions(256L << 20, Duration.ofSeconds(5)), TransportKeys.poolOptions(conf(Map.of())));
+        assertEquals(new PoolOptions(2L << 30, Duration.ZERO), TransportKeys.poolOptions(conf(Map.of(
+                "spark.shuffle.rdma.pool.capacity", "2g",
+                "spark.shuffle.rdma.pool.acquireTimeout", "0"))));
     }
 }

@@ -32,6 +32,7 @@ public final class TcpReadBenchmark {
     private static final int BLOCK = 64 << 10;
     private static final int SMALL = 64;
     private static final int STREAM_CHUNK = 1 << 20;
+    private static final NodeOptions LOOPBACK = NodeOptions.loopback();
 
     public static void main(String[] args) throws Exception {
         double seconds = Double.parseDouble(Args.get(args, "seconds", "3"));
@@ -42,65 +43,21 @@ public final class TcpReadBenchmark {
         System.out.printf("tcp provider READ benchmark on loopback: %d KiB READs, %d outstanding, %.1f s per measurement%n",
                 BLOCK >> 10, outstanding, seconds);
         streamThroughput(nanos / 3); // warm-up of both paths before measuring
-        readThroughput(nanos / 3, outstanding);
+        ReadLoad.throughput(TcpProvider.INSTANCE, LOOPBACK, LOOPBACK, BLOCK, nanos / 3, outstanding);
         double stream = streamThroughput(nanos);
-        double read = readThroughput(nanos, outstanding);
+        double read = ReadLoad.throughput(TcpProvider.INSTANCE, LOOPBACK, LOOPBACK, BLOCK, nanos, outstanding);
         System.out.printf("throughput  plain socket stream: %8.1f MiB/s%n", stream);
         System.out.printf("throughput  tcp provider READ:   %8.1f MiB/s%n", read);
         System.out.printf("throughput  ratio READ/stream:   %8.2fx (goal >= 0.80x)%n", read / stream);
 
         pingPongLatency(rounds / 4);
-        readLatency(rounds / 4);
+        ReadLoad.latency(TcpProvider.INSTANCE, LOOPBACK, LOOPBACK, SMALL, rounds / 4);
         long[] base = pingPongLatency(rounds);
-        long[] lat = readLatency(rounds);
+        long[] lat = ReadLoad.latency(TcpProvider.INSTANCE, LOOPBACK, LOOPBACK, SMALL, rounds);
         System.out.printf("latency     plain socket 64 B ping-pong: p50 %6.1f us  p99 %6.1f us%n", base[0] / 1e3, base[1] / 1e3);
         System.out.printf("latency     tcp provider 64 B READ:      p50 %6.1f us  p99 %6.1f us%n", lat[0] / 1e3, lat[1] / 1e3);
         System.out.printf("latency     ratio READ/ping-pong:        p50 %6.2fx    p99 %6.2fx%n",
                 (double) lat[0] / base[0], (double) lat[1] / base[1]);
-    }
-
-    /** MiB/s of 64 KiB READs kept {@code outstanding} deep for {@code nanos}. */
-    private static double readThroughput(long nanos, int outstanding) throws Exception {
-        try (Node server = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
-             Node client = TcpProvider.INSTANCE.createNode(NodeOptions.loopback())) {
-            server.listen(ch -> new ChannelHandler() { });
-            MemoryRegion source = server.register(ByteBuffer.allocateDirect(16 << 20));
-            MemoryRegion landing = client.register(ByteBuffer.allocateDirect(outstanding * BLOCK), EnumSet.of(Access.LOCAL_WRITE));
-            Channel channel = client.connect(server.localAddress(), outstanding, new ChannelHandler() { }).get(10, TimeUnit.SECONDS);
-            AtomicLong bytes = new AtomicLong();
-            AtomicReference<Throwable> failure = new AtomicReference<>();
-            CountDownLatch done = new CountDownLatch(outstanding);
-            long start = System.nanoTime();
-            long deadline = start + nanos;
-            for (int slot = 0; slot < outstanding; slot++) {
-                keepReading(channel, source, landing, slot, deadline, bytes, failure, done);
-            }
-            done.await();
-            long elapsed = System.nanoTime() - start;
-            if (failure.get() != null) {
-                throw new IllegalStateException("READ failed during the benchmark", failure.get());
-            }
-            return bytes.get() / (1024.0 * 1024.0) / (elapsed / 1e9);
-        }
-    }
-
-    /** Each slot re-posts from its own completion until the deadline; remote offsets walk the source. */
-    private static void keepReading(Channel channel, MemoryRegion source, MemoryRegion landing, int slot, long deadline,
-                                    AtomicLong bytes, AtomicReference<Throwable> failure, CountDownLatch done) {
-        long remote = source.address() + (long) (slot * 7 % (source.length() / BLOCK)) * BLOCK;
-        channel.read(remote, source.rkey(), BLOCK, landing, slot * BLOCK).whenComplete((ok, error) -> {
-            if (error != null) {
-                failure.compareAndSet(null, error);
-                done.countDown();
-            } else {
-                bytes.addAndGet(BLOCK);
-                if (System.nanoTime() < deadline) {
-                    keepReading(channel, source, landing, (slot + 1) % (landing.length() / BLOCK), deadline, bytes, failure, done);
-                } else {
-                    done.countDown();
-                }
-            }
-        });
     }
 
     /**
@@ -137,25 +94,6 @@ public final class TcpReadBenchmark {
             long elapsed = System.nanoTime() - start;
             receiver.close();
             return received.get() / (1024.0 * 1024.0) / (elapsed / 1e9);
-        }
-    }
-
-    /** p50 and p99 nanoseconds of one 64 B READ at a time. */
-    private static long[] readLatency(int rounds) throws Exception {
-        try (Node server = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
-             Node client = TcpProvider.INSTANCE.createNode(NodeOptions.loopback())) {
-            server.listen(ch -> new ChannelHandler() { });
-            MemoryRegion source = server.register(ByteBuffer.allocateDirect(4096));
-            MemoryRegion landing = client.register(ByteBuffer.allocateDirect(4096), EnumSet.of(Access.LOCAL_WRITE));
-            Channel channel = client.connect(server.localAddress(), 4, new ChannelHandler() { }).get(10, TimeUnit.SECONDS);
-            long[] samples = new long[rounds];
-            for (int i = 0; i < rounds; i++) {
-                long t0 = System.nanoTime();
-                CompletableFuture<Void> read = channel.read(source.address(), source.rkey(), SMALL, landing, 0);
-                read.get(10, TimeUnit.SECONDS);
-                samples[i] = System.nanoTime() - t0;
-            }
-            return percentiles(samples);
         }
     }
 
@@ -210,7 +148,7 @@ public final class TcpReadBenchmark {
         }
     }
 
-    private static long[] percentiles(long[] samples) {
+    static long[] percentiles(long[] samples) {
         long[] sorted = samples.clone();
         Arrays.sort(sorted);
         return new long[] {sorted[sorted.length / 2], sorted[(int) (sorted.length * 0.99)]};

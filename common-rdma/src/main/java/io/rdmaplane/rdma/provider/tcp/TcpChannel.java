@@ -38,6 +38,8 @@ final class TcpChannel implements Channel {
     private static final Logger LOG = LoggerFactory.getLogger(TcpChannel.class);
     private static final int MAX_GATHER = 64;
     private static final int INBOX_BYTES = 16 << 10;
+    /** Bytes one channel may read per loop turn before the others get theirs. */
+    private static final int TURN_BYTES = 256 << 10;
 
     private enum State { CONNECTING, HANDSHAKE, OPEN, CLOSED }
 
@@ -301,6 +303,7 @@ final class TcpChannel implements Channel {
     void onReadable() {
         try {
             int reads = 0;
+            long bytesThisTurn = 0;
             while (!readPaused && state != State.CLOSED && state != State.CONNECTING && !node.stalled()) {
                 if (payload == null && end - start >= Wire.HEADER_BYTES) {
                     int at = start;
@@ -309,7 +312,7 @@ final class TcpChannel implements Channel {
                             inbox.getInt(at + 21));
                     continue;
                 }
-                if (reads++ == 64) {
+                if (reads++ == 64 || bytesThisTurn >= TURN_BYTES) {
                     break; // fairness to other channels; the selector calls again while bytes wait
                 }
                 ByteBuffer window = inboxWindow();
@@ -317,9 +320,16 @@ final class TcpChannel implements Channel {
                 if (payload == null) {
                     n = socket.read(window);
                 } else {
+                    // At most a turn's worth of payload per call, so one bulk READ cannot hog the thread.
+                    int limit = payload.limit();
+                    payload.limit((int) Math.min(limit, payload.position() + TURN_BYTES));
                     scatter[0] = payload;
-                    scatter[1] = window;
-                    n = socket.read(scatter);
+                    scatter[1] = payload.limit() == limit ? window : window.limit(window.position());
+                    try {
+                        n = socket.read(scatter);
+                    } finally {
+                        payload.limit(limit);
+                    }
                 }
                 end = window.position();
                 if (n < 0) {
@@ -330,6 +340,7 @@ final class TcpChannel implements Channel {
                 if (n == 0) {
                     break;
                 }
+                bytesThisTurn += n;
                 lastProgress = System.nanoTime();
                 if (payload != null && !payload.hasRemaining()) {
                     onPayload();
@@ -447,6 +458,10 @@ final class TcpChannel implements Channel {
         payload = null;
         payloadOp = null;
         if (op != null) {
+            if (node.takeReadCorruption()) {
+                int at = op.destination.capacity() / 2;
+                op.destination.put(at, (byte) (op.destination.get(at) ^ 0x10));
+            }
             finish(op.id, null);
             return;
         }
@@ -496,17 +511,35 @@ final class TcpChannel implements Channel {
             return;
         }
         try {
-            while (!outbound.isEmpty()) {
-                List<ByteBuffer> gather = new ArrayList<>();
-                for (Iterator<Frame> it = outbound.iterator(); it.hasNext() && gather.size() < MAX_GATHER; ) {
-                    for (ByteBuffer b : it.next().buffers) {
-                        gather.add(b);
+            // One write of at most a turn's bytes: a channel with bulk to send takes its turn like the
+            // others, so a small control message on another channel never waits behind megabytes.
+            List<ByteBuffer> gather = new ArrayList<>();
+            long budget = TURN_BYTES;
+            ByteBuffer cut = null;
+            int cutLimit = 0;
+            for (Iterator<Frame> it = outbound.iterator(); it.hasNext() && gather.size() < MAX_GATHER && budget > 0; ) {
+                for (ByteBuffer b : it.next().buffers) {
+                    if (budget <= 0) {
+                        break;
+                    }
+                    if (b.remaining() > budget) {
+                        cut = b; // written in part this turn: the rest goes next turn
+                        cutLimit = b.limit();
+                        b.limit(b.position() + (int) budget);
+                    }
+                    budget -= b.remaining();
+                    gather.add(b);
+                }
+            }
+            if (!gather.isEmpty()) {
+                long written;
+                try {
+                    written = socket.write(gather.toArray(new ByteBuffer[0]));
+                } finally {
+                    if (cut != null) {
+                        cut.limit(cutLimit);
                     }
                 }
-                if (gather.isEmpty()) {
-                    break; // cleared by a concurrent close
-                }
-                long written = socket.write(gather.toArray(new ByteBuffer[0]));
                 if (written > 0) {
                     lastProgress = System.nanoTime();
                 }
@@ -514,13 +547,8 @@ final class TcpChannel implements Channel {
                     outbound.poll();
                     written(head);
                 }
-                if (gather.get(gather.size() - 1).hasRemaining()) {
-                    // The socket is full: continue when it can take more.
-                    interest(SelectionKey.OP_WRITE, true);
-                    return;
-                }
             }
-            interest(SelectionKey.OP_WRITE, false);
+            interest(SelectionKey.OP_WRITE, !outbound.isEmpty());
         } catch (IOException e) {
             terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remote + " lost: " + e, e), 0,
                     Status.RETRY_EXCEEDED);

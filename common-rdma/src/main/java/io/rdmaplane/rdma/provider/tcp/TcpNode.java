@@ -60,6 +60,7 @@ public final class TcpNode implements Node {
     private final long tickMillis;
     private volatile boolean closed;
     private volatile boolean stalled;
+    private final AtomicInteger corruptReads = new AtomicInteger();
     private volatile InetSocketAddress localAddress;
     private ServerSocketChannel server;
     private ChannelAcceptor acceptor;
@@ -393,6 +394,19 @@ public final class TcpNode implements Node {
                 channel.abort(cut);
             }
         });
+    }
+
+    /**
+     * Flips one bit in each of the next {@code reads} READ payloads that land on this node, as
+     * corruption on the wire would, to prove checksums catch it.
+     */
+    public void injectReadCorruption(int reads) {
+        corruptReads.set(reads);
+    }
+
+    /** True if this landed READ payload is one to corrupt (see {@link #injectReadCorruption}). */
+    boolean takeReadCorruption() {
+        return corruptReads.get() > 0 && corruptReads.getAndDecrement() > 0;
     }
 
     /** Stops (or resumes) reading from every connection, as a hung peer would: nothing is answered. */

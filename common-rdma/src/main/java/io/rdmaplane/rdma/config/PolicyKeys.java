@@ -1,0 +1,59 @@
+package io.rdmaplane.rdma.config;
+
+import io.rdmaplane.rdma.policy.PolicyOptions;
+import java.time.Duration;
+import java.util.List;
+import java.util.stream.Stream;
+
+/** The policy-layer settings every product shares, under the product's own prefix. */
+public final class PolicyKeys {
+    public static final ConfigKey<Integer> CONTROL_QUEUE_DEPTH = ConfigKey.intKey("control.queueDepth", 16, 1, 1024,
+            "Queue depth of each peer's control channel (requests, probes).");
+    public static final ConfigKey<Integer> DATA_QUEUE_DEPTH = ConfigKey.intKey("data.queueDepth", 256, 1, 16384,
+            "Queue depth of each peer's data channel (READs).");
+    public static final ConfigKey<Duration> DETECTION_WINDOW = ConfigKey.durationKey("detectionWindow", "200ms", "10ms", "1m",
+            "Work outstanding with no progress this long makes a channel suspect: it is probed, then rebuilt.");
+    public static final ConfigKey<Duration> RECONNECT_BASE = ConfigKey.durationKey("reconnect.base", "100ms", "1ms", "1m",
+            "First reconnect delay; it doubles per attempt up to reconnect.cap.");
+    public static final ConfigKey<Duration> RECONNECT_JITTER = ConfigKey.durationKey("reconnect.jitter", "50ms", "0ms", "1m",
+            "Uniform random 0..jitter added to every reconnect delay, so peers do not reconnect in lockstep.");
+    public static final ConfigKey<Duration> RECONNECT_CAP = ConfigKey.durationKey("reconnect.cap", "5s", "1ms", "10m",
+            "Largest reconnect delay before jitter.");
+    public static final ConfigKey<Integer> RECONNECT_MAX_ATTEMPTS = ConfigKey.intKey("reconnect.maxAttempts", 8, 1, 1000,
+            "Reconnect attempts before a peer is given up and callers fall back.");
+    public static final ConfigKey<Duration> HANDSHAKE_TIMEOUT = ConfigKey.durationKey("handshakeTimeout", "10s", "100ms", "10m",
+            "Longest wait for a server's READY (it registers its memory first) before the attempt counts as failed.");
+    public static final ConfigKey<Duration> REQUEST_TIMEOUT = ConfigKey.durationKey("request.timeout", "1s", "10ms", "10m",
+            "A control request unanswered this long is sent again with the same id (answered once).");
+    public static final ConfigKey<Integer> REQUEST_MAX_ATTEMPTS = ConfigKey.intKey("request.maxAttempts", 5, 1, 100,
+            "Sends of one control request before it fails and the caller falls back.");
+    public static final ConfigKey<Long> MAX_BYTES_IN_FLIGHT_PER_PEER = ConfigKey.byteSizeKey("maxBytesInFlightPerPeer", "64m",
+            "64k", "1t", "READ bytes outstanding per peer (one READ may always go alone).");
+    public static final ConfigKey<Long> MAX_BYTES_IN_FLIGHT = ConfigKey.byteSizeKey("maxBytesInFlight", "256m", "64k", "1t",
+            "READ bytes outstanding in total.");
+    public static final ConfigKey<Double> CHECKSUM_SAMPLE_RATE = ConfigKey.doubleKey("checksum.sampleRate", 0.0625, 0, 1,
+            "Fraction of blocks whose CRC32C is verified after READ (always on a retry and a peer's first block; 1 = all).");
+    public static final ConfigKey<Integer> RAMP_INITIAL_WINDOW = ConfigKey.intKey("rampUp.initialWindow", 4, 1, 16384,
+            "Operations a channel may have outstanding right after a reconnect; grows by one per completion.");
+
+    public static final List<ConfigKey<?>> ALL = List.of(CONTROL_QUEUE_DEPTH, DATA_QUEUE_DEPTH, DETECTION_WINDOW,
+            RECONNECT_BASE, RECONNECT_JITTER, RECONNECT_CAP, RECONNECT_MAX_ATTEMPTS, HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT,
+            REQUEST_MAX_ATTEMPTS, MAX_BYTES_IN_FLIGHT_PER_PEER, MAX_BYTES_IN_FLIGHT, CHECKSUM_SAMPLE_RATE, RAMP_INITIAL_WINDOW);
+
+    /** Transport and policy keys: what every product's registry holds before its own keys. */
+    public static final List<ConfigKey<?>> SHARED = Stream.concat(TransportKeys.ALL.stream(), ALL.stream()).toList();
+
+    private PolicyKeys() {
+    }
+
+    /**
+     * Policy settings from {@code conf}, with the product's authentication secret (null for none).
+     */
+    public static PolicyOptions policyOptions(Conf conf, byte[] secret) {
+        return new PolicyOptions(conf.get(CONTROL_QUEUE_DEPTH), conf.get(DATA_QUEUE_DEPTH), conf.get(DETECTION_WINDOW),
+                conf.get(RECONNECT_BASE), conf.get(RECONNECT_JITTER), conf.get(RECONNECT_CAP), conf.get(RECONNECT_MAX_ATTEMPTS),
+                conf.get(HANDSHAKE_TIMEOUT), conf.get(REQUEST_TIMEOUT), conf.get(REQUEST_MAX_ATTEMPTS),
+                conf.get(MAX_BYTES_IN_FLIGHT_PER_PEER), conf.get(MAX_BYTES_IN_FLIGHT), conf.get(CHECKSUM_SAMPLE_RATE),
+                conf.get(RAMP_INITIAL_WINDOW), secret);
+    }
+}

@@ -1,0 +1,508 @@
+package io.rdmaplane.rdma.policy;
+
+import io.rdmaplane.rdma.policy.ControlFrame.Type;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One managed channel of one traffic class to one peer: the connection state machine.
+ * <pre>
+ * CONNECTING → READY ⇄ SUSPECT → RECONNECTING → READY
+ *          ↘                         ↘ FAILED (attempts exhausted, or the handshake refused)
+ * </pre>
+ * Work waits in a queue until the channel is READY (the server has said its regions are
+ * registered), then goes out within a window that restarts small after a reconnect and grows
+ * by one per completion. Work flushed by a broken channel is re-issued on the next one; READs
+ * are idempotent and requests carry ids the server de-duplicates.
+ */
+final class PeerChannel {
+    private static final Logger LOG = LoggerFactory.getLogger(PeerChannel.class);
+    private static final int PROTOCOL_VERSION = 1;
+
+    /** Something to post on the channel: a READ piece or a message. */
+    abstract static class Work {
+        final int bytes;
+        int attempts;
+
+        Work(int bytes) {
+            this.bytes = bytes;
+        }
+
+        abstract CompletableFuture<Void> post(Channel channel);
+
+        abstract void succeeded();
+
+        /** Final failure: the caller falls back. */
+        abstract void failed(Throwable cause);
+    }
+
+    private final PeerConnection owner;
+    private final TrafficClass trafficClass;
+    private final int depth;
+    private final PolicyOptions options;
+    private final PolicyMetrics metrics;
+    // Guarded by this. Every connect attempt gets a new generation; callbacks of older ones are ignored.
+    private ChannelState state = ChannelState.CONNECTING;
+    private Channel channel;
+    private int generation;
+    private int failedAttempts;
+    private boolean everReady;
+    private final ArrayDeque<Work> waiting = new ArrayDeque<>();
+    private int inFlight;
+    private int window;
+    private long lastProgress;
+    private long suspectSince;
+    private byte[] clientNonce;
+    private ScheduledFuture<?> handshakeTimer;
+
+    PeerChannel(PeerConnection owner, TrafficClass trafficClass, int depth) {
+        this.owner = owner;
+        this.trafficClass = trafficClass;
+        this.depth = depth;
+        this.options = owner.client().options();
+        this.metrics = owner.client().metrics();
+        this.window = depth;
+    }
+
+    synchronized ChannelState state() {
+        return state;
+    }
+
+    void start() {
+        int gen;
+        synchronized (this) {
+            gen = ++generation;
+        }
+        connect(gen);
+    }
+
+    // ---------------------------------------------------------------- work
+
+    void submit(Work work) {
+        synchronized (this) {
+            if (state != ChannelState.FAILED && state != ChannelState.CLOSED) {
+                waiting.add(work);
+                work = null;
+            }
+        }
+        if (work != null) {
+            work.failed(unavailable("the " + describe() + " has " + (state() == ChannelState.CLOSED ? "been closed" : "failed"), null));
+            return;
+        }
+        dispatch();
+    }
+
+    synchronized boolean hasWaitingWork() {
+        return !waiting.isEmpty();
+    }
+
+    /** Posts waiting work while the channel is READY and the window and byte budgets allow. */
+    void dispatch() {
+        List<Work> posting = new ArrayList<>();
+        Channel target;
+        int gen;
+        synchronized (this) {
+            target = channel;
+            gen = generation;
+            if (state != ChannelState.READY && state != ChannelState.SUSPECT) {
+                return;
+            }
+            while (!waiting.isEmpty() && inFlight < window) {
+                Work next = waiting.peek();
+                if (next.bytes > 0 && !owner.reserve(next.bytes)) {
+                    break; // the byte budget frees up as READs complete; they dispatch again
+                }
+                waiting.poll();
+                if (inFlight++ == 0) {
+                    lastProgress = System.nanoTime();
+                }
+                posting.add(next);
+            }
+        }
+        for (Work work : posting) {
+            CompletableFuture<Void> posted;
+            try {
+                posted = work.post(target);
+            } catch (RuntimeException e) {
+                posted = CompletableFuture.failedFuture(e);
+            }
+            posted.whenComplete((ok, error) -> completed(work, gen, error));
+        }
+    }
+
+    private void completed(Work work, int gen, Throwable error) {
+        if (work.bytes > 0) {
+            owner.release(work.bytes);
+        }
+        Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+        Status status = cause == null ? Status.SUCCESS
+                : cause instanceof TransportException t ? t.status() : null;
+        boolean finalFailure = false;
+        synchronized (this) {
+            inFlight--;
+            if (cause == null) {
+                lastProgress = System.nanoTime();
+                window = Math.min(depth, window + 1);
+                if (state == ChannelState.SUSPECT && gen == generation) {
+                    transition(ChannelState.READY, "progress resumed");
+                }
+            } else if (status == Status.QUEUE_FULL) {
+                waiting.addFirst(work);
+            } else if (status == null || isPermanent(status) || ++work.attempts > options.reconnectMaxAttempts()) {
+                finalFailure = true;
+            } else {
+                waiting.addFirst(work); // flushed by a broken channel: goes out again on the next one
+            }
+        }
+        if (cause == null) {
+            work.succeeded();
+        } else {
+            if (finalFailure) {
+                work.failed(cause);
+            }
+            if (status != null && status != Status.QUEUE_FULL) {
+                // Any completion error leaves a verbs channel in the error state: rebuild it.
+                reconnect(gen, cause.getMessage());
+            }
+        }
+        dispatch();
+    }
+
+    /** Errors that another attempt cannot fix: the block or buffer is wrong, not the link. */
+    private static boolean isPermanent(Status status) {
+        return status == Status.REMOTE_ACCESS_ERROR || status == Status.REMOTE_INVALID_REQUEST
+                || status == Status.LOCAL_PROTECTION_ERROR;
+    }
+
+    // ---------------------------------------------------------------- connecting and the handshake
+
+    private void connect(int gen) {
+        owner.client().node().connect(owner.address(), depth, new Handler(gen)).whenComplete((opened, error) -> {
+            if (error != null) {
+                attemptFailed(gen, "cannot connect: " + rootMessage(error));
+                return;
+            }
+            byte[] nonce = Auth.nonce();
+            synchronized (this) {
+                if (gen != generation || state == ChannelState.CLOSED || state == ChannelState.FAILED) {
+                    opened.close();
+                    return;
+                }
+                channel = opened;
+                clientNonce = nonce;
+                handshakeTimer = owner.client().schedule(() -> attemptFailed(gen, "no READY from the server within "
+                        + options.handshakeTimeout().toMillis() + " ms (handshakeTimeout)"), options.handshakeTimeout().toNanos());
+            }
+            ByteBuffer hello = ByteBuffer.allocate(4 + 1 + 16 + Auth.NONCE_BYTES + 1).putInt(PROTOCOL_VERSION)
+                    .put((byte) trafficClass.ordinal()).put(owner.client().instanceBytes()).put(nonce)
+                    .put((byte) (options.secret() != null ? 1 : 0)).flip();
+            opened.send(new ControlFrame(Type.HELLO, 0, hello).encode());
+        });
+    }
+
+    /** The provider channel's callbacks, tied to the generation they were opened for. */
+    private final class Handler implements ChannelHandler {
+        private final int gen;
+
+        Handler(int gen) {
+            this.gen = gen;
+        }
+
+        @Override
+        public void onMessage(Channel ch, ByteBuffer message) {
+            ControlFrame frame;
+            try {
+                frame = ControlFrame.decode(message);
+            } catch (ControlFrame.CorruptFrameException e) {
+                metrics.controlDropped();
+                LOG.warn("dropped a corrupt control message from {}: {}", owner.address(), e.getMessage());
+                return;
+            }
+            onFrame(gen, ch, frame);
+        }
+
+        @Override
+        public void onClosed(Channel ch, TransportException cause) {
+            reconnect(gen, cause == null ? "closed" : cause.getMessage());
+        }
+    }
+
+    private void onFrame(int gen, Channel ch, ControlFrame frame) {
+        switch (frame.type()) {
+            case CHALLENGE -> onChallenge(gen, ch, frame.payload());
+            case READY -> onReady(gen);
+            case REJECT -> {
+                String reason = java.nio.charset.StandardCharsets.UTF_8.decode(frame.payload()).toString();
+                metrics.authFailure();
+                fail(gen, "the server refused the handshake: " + reason);
+            }
+            default -> owner.onFrame(frame);
+        }
+    }
+
+    private void onChallenge(int gen, Channel ch, ByteBuffer payload) {
+        byte[] secret = options.secret();
+        byte[] serverNonce = new byte[Auth.NONCE_BYTES];
+        byte[] serverProof = new byte[Auth.MAC_BYTES];
+        byte[] nonce;
+        synchronized (this) {
+            nonce = clientNonce;
+        }
+        if (secret == null || payload.remaining() != serverNonce.length + serverProof.length) {
+            metrics.authFailure();
+            fail(gen, "the server asked for authentication" + (secret == null ? " but no secret is configured" : " with a malformed challenge"));
+            return;
+        }
+        payload.get(serverNonce).get(serverProof);
+        if (!Auth.matches(Auth.serverProof(secret, nonce, serverNonce), serverProof)) {
+            metrics.authFailure();
+            fail(gen, "the server failed to prove it knows the shared secret");
+            return;
+        }
+        ch.send(new ControlFrame(Type.PROOF, 0, ByteBuffer.wrap(Auth.clientProof(secret, nonce, serverNonce))).encode());
+    }
+
+    private void onReady(int gen) {
+        synchronized (this) {
+            if (gen != generation || (state != ChannelState.CONNECTING && state != ChannelState.RECONNECTING)) {
+                return;
+            }
+            cancelHandshakeTimer();
+            // Right after a reconnect the peer may still be recovering: start small and grow.
+            window = everReady ? Math.min(depth, options.rampInitialWindow()) : depth;
+            everReady = true;
+            failedAttempts = 0;
+            transition(ChannelState.READY, "the server is ready");
+        }
+        dispatch();
+    }
+
+    // ---------------------------------------------------------------- failure, suspicion, reconnecting
+
+    /** Periodic check: work outstanding and no progress for the detection window → suspect, probe, rebuild. */
+    void tick(long now) {
+        int gen;
+        boolean suspect = false;
+        boolean rebuild = false;
+        synchronized (this) {
+            gen = generation;
+            long detection = options.detectionWindow().toNanos();
+            if (state == ChannelState.READY && inFlight > 0 && now - lastProgress > detection) {
+                transition(ChannelState.SUSPECT, "no progress for " + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms");
+                suspectSince = now;
+                suspect = true;
+            } else if (state == ChannelState.SUSPECT && now - suspectSince > detection) {
+                rebuild = true;
+            }
+        }
+        if (suspect) {
+            // The probe rides the control channel, which bulk READs never hold up.
+            owner.probe().whenComplete((ok, error) -> probeAnswered(gen, error == null));
+        } else if (rebuild) {
+            reconnect(gen, "no progress and no answer to a probe within the detection window ("
+                    + options.detectionWindow().toMillis() + " ms)");
+        }
+    }
+
+    private void probeAnswered(int gen, boolean answered) {
+        synchronized (this) {
+            if (answered && gen == generation && state == ChannelState.SUSPECT) {
+                lastProgress = System.nanoTime(); // the peer is alive, only slow: give it another window
+                transition(ChannelState.READY, "the peer answered a probe");
+            }
+        }
+    }
+
+    /** The channel of generation {@code gen} broke: close it and build a new one after a backoff. */
+    private void reconnect(int gen, String why) {
+        Channel old;
+        synchronized (this) {
+            if (gen != generation) {
+                return;
+            }
+            switch (state) {
+                case READY, SUSPECT -> {
+                    metrics.reconnect();
+                    transition(ChannelState.RECONNECTING, why);
+                    old = takeChannel();
+                }
+                case CONNECTING, RECONNECTING -> {
+                    if (channel == null) {
+                        return; // no connection of this attempt yet: its connect or backoff is pending
+                    }
+                    old = null; // broke during the handshake: the attempt failed
+                }
+                default -> {
+                    return;
+                }
+            }
+        }
+        if (old == null) {
+            attemptFailed(gen, why);
+        } else {
+            old.close();
+            scheduleAttempt();
+        }
+    }
+
+    /** One connect attempt failed: try again after a backoff, or give up. */
+    private void attemptFailed(int gen, String why) {
+        Channel old;
+        boolean giveUp;
+        synchronized (this) {
+            if (gen != generation || (state != ChannelState.CONNECTING && state != ChannelState.RECONNECTING)) {
+                return;
+            }
+            old = takeChannel();
+            giveUp = ++failedAttempts >= options.reconnectMaxAttempts();
+            if (!giveUp) {
+                LOG.info("{}: attempt {} of {} failed: {}", describe(), failedAttempts, options.reconnectMaxAttempts(), why);
+                if (state == ChannelState.CONNECTING) {
+                    transition(ChannelState.RECONNECTING, why);
+                }
+            }
+        }
+        if (old != null) {
+            old.close();
+        }
+        if (giveUp) {
+            fail(gen, "gave up after " + options.reconnectMaxAttempts() + " attempts; last: " + why);
+        } else {
+            scheduleAttempt();
+        }
+    }
+
+    private void scheduleAttempt() {
+        int gen;
+        int attempt;
+        synchronized (this) {
+            gen = ++generation;
+            attempt = failedAttempts + 1;
+        }
+        long delay = options.backoffNanos(attempt, ThreadLocalRandom.current().nextDouble());
+        owner.client().reconnectScheduled(this, attempt, delay);
+        owner.client().schedule(() -> {
+            synchronized (this) {
+                if (gen != generation || state != ChannelState.RECONNECTING) {
+                    return;
+                }
+            }
+            owner.client().reconnectAttempted(this, attempt);
+            connect(gen);
+        }, delay);
+    }
+
+    /** Gives up: waiting work fails so callers fall back. */
+    private void fail(int gen, String why) {
+        List<Work> dropped;
+        Channel old;
+        synchronized (this) {
+            if (gen != generation || state == ChannelState.FAILED || state == ChannelState.CLOSED) {
+                return;
+            }
+            generation++;
+            transition(ChannelState.FAILED, why);
+            old = takeChannel();
+            dropped = List.copyOf(waiting);
+            waiting.clear();
+        }
+        if (old != null) {
+            old.close();
+        }
+        PeerUnavailableException cause = unavailable("the " + describe() + " failed: " + why, null);
+        for (Work work : dropped) {
+            work.failed(cause);
+        }
+        owner.channelFailed(this);
+    }
+
+    void close() {
+        List<Work> dropped;
+        Channel old;
+        synchronized (this) {
+            if (state == ChannelState.CLOSED || state == ChannelState.FAILED) {
+                return; // a failed channel holds nothing and stays FAILED for whoever still asks
+            }
+            generation++;
+            transition(ChannelState.CLOSED, "closed by its owner");
+            old = takeChannel();
+            dropped = List.copyOf(waiting);
+            waiting.clear();
+        }
+        if (old != null) {
+            old.close();
+        }
+        PeerUnavailableException cause = unavailable("the " + describe() + " was closed", null);
+        dropped.forEach(work -> work.failed(cause));
+    }
+
+    private Channel takeChannel() {
+        cancelHandshakeTimer();
+        Channel old = channel;
+        channel = null;
+        return old;
+    }
+
+    private void cancelHandshakeTimer() {
+        if (handshakeTimer != null) {
+            handshakeTimer.cancel(false);
+            handshakeTimer = null;
+        }
+    }
+
+    private void transition(ChannelState to, String why) {
+        ChannelState from = state;
+        state = to;
+        metrics.transition(trafficClass, from, to);
+        String line = "{}: {} -> {} ({})";
+        switch (to) {
+            case FAILED -> LOG.warn(line, describe(), from, to, why);
+            case RECONNECTING, SUSPECT -> LOG.info(line, describe(), from, to, why);
+            default -> LOG.debug(line, describe(), from, to, why);
+        }
+        owner.client().stateChanged(this, from, to);
+    }
+
+    synchronized int window() {
+        return window;
+    }
+
+    TrafficClass trafficClass() {
+        return trafficClass;
+    }
+
+    PeerConnection owner() {
+        return owner;
+    }
+
+    String describe() {
+        return trafficClass.name().toLowerCase(java.util.Locale.ROOT) + " channel to " + owner.address();
+    }
+
+    private PeerUnavailableException unavailable(String message, Throwable cause) {
+        return new PeerUnavailableException(message, cause);
+    }
+
+    private static String rootMessage(Throwable error) {
+        Throwable t = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+        return t.getMessage();
+    }
+
+    @Override
+    public String toString() {
+        return describe() + " [" + state() + "]";
+    }
+}

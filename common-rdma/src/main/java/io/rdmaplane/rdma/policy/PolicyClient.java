@@ -1,0 +1,206 @@
+package io.rdmaplane.rdma.policy;
+
+import io.rdmaplane.rdma.provider.Node;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The reading side of the policy layer in one process: one {@link PeerConnection} per peer,
+ * created on first use and shared; the total READ budget; one daemon timer thread for
+ * backoffs, request retries and the detection-window checks.
+ */
+public final class PolicyClient implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(PolicyClient.class);
+    private static final AtomicInteger IDS = new AtomicInteger();
+
+    /** What the policy layer does, for tests and tools that watch it; all methods may be called concurrently. */
+    public interface Listener {
+        default void stateChanged(InetSocketAddress peer, TrafficClass trafficClass, ChannelState from, ChannelState to) {
+        }
+
+        /** A reconnect attempt was planned to start {@code delayNanos} from now (backoff plus jitter). */
+        default void reconnectScheduled(InetSocketAddress peer, TrafficClass trafficClass, int attempt, long delayNanos) {
+        }
+
+        default void reconnectAttempted(InetSocketAddress peer, TrafficClass trafficClass, int attempt) {
+        }
+    }
+
+    private final Node node;
+    private final PolicyOptions options;
+    private final PolicyMetrics metrics;
+    private final Listener listener;
+    private final UUID instance = UUID.randomUUID();
+    private final Map<InetSocketAddress, PeerConnection> peers = new ConcurrentHashMap<>();
+    private final Set<PeerConnection> dedicated = ConcurrentHashMap.newKeySet();
+    private final AtomicLong bytesInFlight = new AtomicLong();
+    private final AtomicLong requestIds = new AtomicLong();
+    private final ScheduledThreadPoolExecutor timer;
+    private volatile boolean closed;
+
+    public PolicyClient(Node node, PolicyOptions options, PolicyMetrics metrics) {
+        this(node, options, metrics, new Listener() { });
+    }
+
+    public PolicyClient(Node node, PolicyOptions options, PolicyMetrics metrics, Listener listener) {
+        this.node = node;
+        this.options = options;
+        this.metrics = metrics;
+        this.listener = listener;
+        String name = "rdma-policy-" + IDS.incrementAndGet();
+        this.timer = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, name);
+            t.setDaemon(true);
+            return t;
+        });
+        timer.setRemoveOnCancelPolicy(true);
+        long tick = Math.max(1, options.detectionWindow().toMillis() / 4);
+        timer.scheduleWithFixedDelay(this::tick, tick, tick, TimeUnit.MILLISECONDS);
+        metrics.gauge("rdma.read.inFlightBytes", bytesInFlight::get);
+    }
+
+    /**
+     * The connection to {@code peer}, opened on first use. A connection that has failed is kept
+     * (and fails fast) for one reconnect cap, so a dead peer is not hammered; then it is rebuilt.
+     */
+    public PeerConnection peer(InetSocketAddress peer) {
+        if (closed) {
+            throw new IllegalStateException("the policy client is closed");
+        }
+        PeerConnection existing = peers.get(peer);
+        if (existing != null) {
+            return existing;
+        }
+        PeerConnection created = new PeerConnection(this, peer);
+        PeerConnection raced = peers.putIfAbsent(peer, created);
+        if (raced != null) {
+            return raced;
+        }
+        created.start();
+        return created;
+    }
+
+    /**
+     * A connection of its own to {@code peer}, not shared and not in the peer table: for tools
+     * and tests that need many independent connections to one server. The caller closes it.
+     */
+    public PeerConnection dedicated(InetSocketAddress peer) {
+        PeerConnection created = new PeerConnection(this, peer);
+        dedicated.add(created);
+        created.start();
+        return created;
+    }
+
+    void closed(PeerConnection connection) {
+        dedicated.remove(connection);
+    }
+
+    void peerFailed(PeerConnection connection) {
+        schedule(() -> {
+            if (peers.remove(connection.address(), connection)) {
+                connection.close();
+                LOG.info("forgetting the failed connection to {}; the next use reconnects", connection.address());
+            }
+        }, options.reconnectCap().toNanos());
+    }
+
+    // ---------------------------------------------------------------- shared machinery
+
+    boolean reserve(int bytes) {
+        while (true) {
+            long now = bytesInFlight.get();
+            if (now > 0 && now + bytes > options.maxBytesInFlight()) {
+                return false;
+            }
+            if (bytesInFlight.compareAndSet(now, now + bytes)) {
+                return true;
+            }
+        }
+    }
+
+    void release(int bytes) {
+        bytesInFlight.addAndGet(-bytes);
+        // Budget freed: READs waiting for it on any peer may go now.
+        peers.values().forEach(PeerConnection::dispatchData);
+    }
+
+    long bytesInFlight() {
+        return bytesInFlight.get();
+    }
+
+    ScheduledFuture<?> schedule(Runnable task, long delayNanos) {
+        if (timer.isShutdown()) {
+            return null;
+        }
+        return timer.schedule(() -> {
+            try {
+                task.run();
+            } catch (RuntimeException e) {
+                LOG.error("policy timer task failed", e);
+            }
+        }, delayNanos, TimeUnit.NANOSECONDS);
+    }
+
+    private void tick() {
+        long now = System.nanoTime();
+        for (PeerConnection connection : peers.values()) {
+            connection.tick(now);
+        }
+        for (PeerConnection connection : dedicated) {
+            connection.tick(now);
+        }
+    }
+
+    void stateChanged(PeerChannel channel, ChannelState from, ChannelState to) {
+        listener.stateChanged(channel.owner().address(), channel.trafficClass(), from, to);
+    }
+
+    void reconnectScheduled(PeerChannel channel, int attempt, long delayNanos) {
+        listener.reconnectScheduled(channel.owner().address(), channel.trafficClass(), attempt, delayNanos);
+    }
+
+    void reconnectAttempted(PeerChannel channel, int attempt) {
+        listener.reconnectAttempted(channel.owner().address(), channel.trafficClass(), attempt);
+    }
+
+    long nextRequestId() {
+        return requestIds.incrementAndGet();
+    }
+
+    byte[] instanceBytes() {
+        return ByteBuffer.allocate(16).putLong(instance.getMostSignificantBits()).putLong(instance.getLeastSignificantBits())
+                .array();
+    }
+
+    Node node() {
+        return node;
+    }
+
+    PolicyOptions options() {
+        return options;
+    }
+
+    PolicyMetrics metrics() {
+        return metrics;
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        peers.values().forEach(PeerConnection::close);
+        peers.clear();
+        dedicated.forEach(PeerConnection::close);
+        timer.shutdownNow();
+    }
+}

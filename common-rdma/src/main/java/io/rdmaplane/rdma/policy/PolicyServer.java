@@ -1,0 +1,275 @@
+package io.rdmaplane.rdma.policy;
+
+import io.rdmaplane.rdma.policy.ControlFrame.Type;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.net.SocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The serving side of the policy layer: accepts channels on a node, authenticates them when a
+ * secret is configured, says READY only once {@link #markReady()} says the regions are
+ * registered, and answers control requests exactly once per request id (a re-sent request
+ * gets the first answer again; the handler is not run twice). READs need no help from here.
+ */
+public final class PolicyServer implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(PolicyServer.class);
+    private static final int ANSWERS_KEPT_PER_PEER = 1024;
+    private static final int PEERS_REMEMBERED = 4096;
+    private static final AtomicInteger IDS = new AtomicInteger();
+
+    /** Answers control requests; runs on a transport thread, so it must be quick. */
+    @FunctionalInterface
+    public interface RequestHandler {
+        ByteBuffer handle(PeerIdentity peer, ByteBuffer request) throws Exception;
+    }
+
+    /** Who sent a request: the peer process (stable across its reconnects) and where from. */
+    public record PeerIdentity(UUID instance, SocketAddress address) {
+    }
+
+    private final Node node;
+    private final PolicyOptions options;
+    private final PolicyMetrics metrics;
+    private final RequestHandler handler;
+    private final CompletableFuture<Void> ready = new CompletableFuture<>();
+    /** Answers kept per peer process, so a request re-sent after a reconnect is answered, not re-run. */
+    private final Map<UUID, Map<Long, CompletableFuture<ControlFrame>>> answers = java.util.Collections.synchronizedMap(
+            new LinkedHashMap<>(16, 0.75f, true) {
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<UUID, Map<Long, CompletableFuture<ControlFrame>>> eldest) {
+                    return size() > PEERS_REMEMBERED;
+                }
+            });
+    private final Map<UUID, AtomicInteger> channelsPerPeer = new ConcurrentHashMap<>();
+    private final Map<UUID, RegionScope> peerScopes = new ConcurrentHashMap<>();
+    private final ScheduledThreadPoolExecutor timer;
+    private final AtomicInteger corruptResponses = new AtomicInteger();
+
+    public PolicyServer(Node node, PolicyOptions options, PolicyMetrics metrics, RequestHandler handler) {
+        this.node = node;
+        this.options = options;
+        this.metrics = metrics;
+        this.handler = handler;
+        String name = "rdma-policy-server-" + IDS.incrementAndGet();
+        this.timer = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, name);
+            t.setDaemon(true);
+            return t;
+        });
+        timer.setRemoveOnCancelPolicy(true);
+    }
+
+    /** Starts accepting channels. Clients wait (up to their handshake timeout) until {@link #markReady()}. */
+    public PolicyServer start() throws TransportException {
+        node.listen(channel -> new Session(channel));
+        return this;
+    }
+
+    /** The regions peers will READ are registered: READY goes to every authenticated channel. */
+    public void markReady() {
+        ready.complete(null);
+    }
+
+    /**
+     * Regions that live as long as a peer has a channel here: closed (rkeys revoked) when its
+     * last channel closes. Only for a peer that is connected.
+     */
+    public RegionScope peerScope(UUID peer) {
+        return peerScopes.computeIfAbsent(peer, p -> new RegionScope("peer " + p));
+    }
+
+    /** One accepted channel: its handshake state and its requests. */
+    private final class Session implements ChannelHandler {
+        private final Channel channel;
+        private UUID instance;
+        private byte[] clientNonce;
+        private byte[] serverNonce;
+        private volatile boolean authenticated;
+        private volatile boolean readySent;
+
+        Session(Channel channel) {
+            this.channel = channel;
+            timer.schedule(() -> {
+                if (!authenticated) {
+                    LOG.warn("closing the channel from {}: no handshake within {} ms", channel.remoteAddress(),
+                            options.handshakeTimeout().toMillis());
+                    channel.close();
+                }
+            }, options.handshakeTimeout().toNanos(), TimeUnit.NANOSECONDS);
+        }
+
+        @Override
+        public synchronized void onMessage(Channel ch, ByteBuffer message) {
+            ControlFrame frame;
+            try {
+                frame = ControlFrame.decode(message);
+            } catch (ControlFrame.CorruptFrameException e) {
+                metrics.controlDropped();
+                LOG.warn("dropped a corrupt control message from {}: {}", ch.remoteAddress(), e.getMessage());
+                return;
+            }
+            switch (frame.type()) {
+                case HELLO -> onHello(frame.payload());
+                case PROOF -> onProof(frame.payload());
+                case REQUEST -> onRequest(frame);
+                case PING -> {
+                    if (authenticated) {
+                        ch.send(ControlFrame.of(Type.PONG, frame.requestId()).encode());
+                    }
+                }
+                default -> reject("unexpected " + frame.type() + " from a client");
+            }
+        }
+
+        private void onHello(ByteBuffer hello) {
+            if (instance != null || hello.remaining() != 4 + 1 + 16 + Auth.NONCE_BYTES + 1) {
+                reject("malformed or repeated HELLO");
+                return;
+            }
+            int version = hello.getInt();
+            hello.get(); // traffic class: both are handled alike here
+            instance = new UUID(hello.getLong(), hello.getLong());
+            clientNonce = new byte[Auth.NONCE_BYTES];
+            hello.get(clientNonce);
+            boolean wantsAuth = hello.get() != 0;
+            if (version != 1) {
+                reject("protocol version " + version + " is not supported (this server speaks 1)");
+            } else if (options.secret() != null && !wantsAuth) {
+                reject("authentication is required (a secret is configured here, not on the client)");
+            } else if (options.secret() == null && wantsAuth) {
+                reject("the client wants authentication but no secret is configured here");
+            } else if (options.secret() == null) {
+                authenticated();
+            } else {
+                serverNonce = Auth.nonce();
+                ByteBuffer challenge = ByteBuffer.allocate(Auth.NONCE_BYTES + Auth.MAC_BYTES).put(serverNonce)
+                        .put(Auth.serverProof(options.secret(), clientNonce, serverNonce)).flip();
+                channel.send(new ControlFrame(Type.CHALLENGE, 0, challenge).encode());
+            }
+        }
+
+        private void onProof(ByteBuffer proof) {
+            byte[] got = new byte[proof.remaining()];
+            proof.get(got);
+            if (serverNonce == null || authenticated
+                    || !Auth.matches(Auth.clientProof(options.secret(), clientNonce, serverNonce), got)) {
+                reject("authentication failed");
+                return;
+            }
+            authenticated();
+        }
+
+        private void authenticated() {
+            authenticated = true;
+            channelsPerPeer.computeIfAbsent(instance, i -> new AtomicInteger()).incrementAndGet();
+            // READY only once the regions are registered: no READ may race their registration.
+            ready.thenRun(() -> {
+                if (channel.isOpen()) {
+                    readySent = true;
+                    channel.send(ControlFrame.of(Type.READY, 0).encode());
+                }
+            });
+        }
+
+        private void onRequest(ControlFrame frame) {
+            if (!readySent) {
+                reject("request before READY");
+                return;
+            }
+            Map<Long, CompletableFuture<ControlFrame>> mine = answers.computeIfAbsent(instance, i -> boundedAnswers());
+            CompletableFuture<ControlFrame> answer;
+            boolean first;
+            synchronized (mine) {
+                answer = mine.get(frame.requestId());
+                first = answer == null;
+                if (first) {
+                    answer = new CompletableFuture<>();
+                    mine.put(frame.requestId(), answer);
+                }
+            }
+            if (first) {
+                answer.complete(run(frame));
+            }
+            answer.thenAccept(response -> channel.send(corruptResponses.get() > 0 && corruptResponses.getAndDecrement() > 0
+                    ? flipped(response.encode()) : response.encode()));
+        }
+
+        private ControlFrame run(ControlFrame request) {
+            try {
+                ByteBuffer response = handler.handle(new PeerIdentity(instance, channel.remoteAddress()), request.payload());
+                return new ControlFrame(Type.RESPONSE, request.requestId(), response);
+            } catch (Exception e) {
+                LOG.warn("request {} from {} failed", request.requestId(), channel.remoteAddress(), e);
+                return new ControlFrame(Type.ERROR, request.requestId(),
+                        StandardCharsets.UTF_8.encode(String.valueOf(e.getMessage())));
+            }
+        }
+
+        private void reject(String reason) {
+            if (reason.startsWith("authentication")) {
+                metrics.authFailure();
+            }
+            LOG.warn("rejecting the channel from {}: {}", channel.remoteAddress(), reason);
+            // Nothing but the reason goes out: no address or rkey reaches an unauthenticated peer.
+            channel.send(new ControlFrame(Type.REJECT, 0, StandardCharsets.UTF_8.encode(reason)).encode())
+                    .whenComplete((ok, e) -> channel.close());
+        }
+
+        @Override
+        public void onClosed(Channel ch, TransportException cause) {
+            if (authenticated) {
+                AtomicInteger left = channelsPerPeer.get(instance);
+                if (left != null && left.decrementAndGet() == 0) {
+                    channelsPerPeer.remove(instance, left);
+                    RegionScope scope = peerScopes.remove(instance);
+                    if (scope != null) {
+                        scope.close(); // the peer is gone: revoke what was exposed for it
+                    }
+                }
+            }
+        }
+    }
+
+    /** Test hook: flips a bit in the next {@code n} responses, as a corrupting link would. */
+    void corruptResponses(int n) {
+        corruptResponses.set(n);
+    }
+
+    private static ByteBuffer flipped(ByteBuffer frame) {
+        frame.put(frame.limit() / 2, (byte) (frame.get(frame.limit() / 2) ^ 0x01));
+        return frame;
+    }
+
+    private static Map<Long, CompletableFuture<ControlFrame>> boundedAnswers() {
+        return new LinkedHashMap<>(16, 0.75f, false) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<Long, CompletableFuture<ControlFrame>> eldest) {
+                return size() > ANSWERS_KEPT_PER_PEER;
+            }
+        };
+    }
+
+    @Override
+    public void close() {
+        List<RegionScope> scopes = new ArrayList<>(peerScopes.values());
+        peerScopes.clear();
+        scopes.forEach(RegionScope::close);
+        timer.shutdownNow();
+    }
+}

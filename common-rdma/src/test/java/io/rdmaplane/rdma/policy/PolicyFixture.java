@@ -1,0 +1,93 @@
+package io.rdmaplane.rdma.policy;
+
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.tcp.TcpNode;
+import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.zip.CRC32C;
+
+/** A server node with a policy server and a client node with a policy client, over tcp on loopback. */
+final class PolicyFixture implements AutoCloseable {
+    final TcpNode serverNode;
+    final TcpNode clientNode;
+    final PolicyMetrics serverMetrics = new PolicyMetrics();
+    final PolicyMetrics clientMetrics = new PolicyMetrics();
+    final PolicyServer server;
+    final PolicyClient client;
+    final AtomicInteger handled = new AtomicInteger();
+    final List<String> transitions = new CopyOnWriteArrayList<>();
+
+    PolicyFixture(PolicyOptions serverOptions, PolicyOptions clientOptions, PolicyServer.RequestHandler handler)
+            throws TransportException {
+        NodeOptions nodeOptions = NodeOptions.loopback().withOperationTimeout(Duration.ofSeconds(2));
+        serverNode = (TcpNode) TcpProvider.INSTANCE.createNode(nodeOptions);
+        clientNode = (TcpNode) TcpProvider.INSTANCE.createNode(nodeOptions);
+        server = new PolicyServer(serverNode, serverOptions, serverMetrics, (peer, request) -> {
+            handled.incrementAndGet();
+            return handler.handle(peer, request);
+        }).start();
+        client = new PolicyClient(clientNode, clientOptions, clientMetrics, new PolicyClient.Listener() {
+            @Override
+            public void stateChanged(java.net.InetSocketAddress peer, TrafficClass trafficClass, ChannelState from,
+                                     ChannelState to) {
+                transitions.add(trafficClass + ":" + from + "->" + to);
+            }
+        });
+    }
+
+    /** Options for tests: quick timers, the documented jitter. */
+    static PolicyOptions fast() {
+        return PolicyOptions.defaults()
+                .withReconnect(Duration.ofMillis(50), Duration.ofMillis(50), Duration.ofMillis(800), 8)
+                .withTimeouts(Duration.ofMillis(200), Duration.ofSeconds(3), Duration.ofMillis(300));
+    }
+
+    static PolicyServer.RequestHandler echo() {
+        return (peer, request) -> request;
+    }
+
+    PeerConnection peer() {
+        return client.peer(serverNode.localAddress());
+    }
+
+    /** A remotely readable region of seeded bytes on the server, and its block descriptor. */
+    RemoteBlock exposeBlock(int size, long seed) throws TransportException {
+        ByteBuffer memory = ByteBuffer.allocateDirect(size);
+        byte[] bytes = new byte[size];
+        new Random(seed).nextBytes(bytes);
+        memory.put(bytes).flip();
+        MemoryRegion region = serverNode.register(memory);
+        return new RemoteBlock(region.address(), region.rkey(), size, crc(region.buffer()));
+    }
+
+    MemoryRegion landing(int size) throws TransportException {
+        return clientNode.register(ByteBuffer.allocateDirect(size), EnumSet.of(Access.LOCAL_WRITE));
+    }
+
+    static int crc(ByteBuffer bytes) {
+        CRC32C crc = new CRC32C();
+        crc.update(bytes.duplicate());
+        return (int) crc.getValue();
+    }
+
+    long count(String counter) {
+        return clientMetrics.registry().counter(counter).getCount();
+    }
+
+    @Override
+    public void close() {
+        client.close();
+        server.close();
+        clientNode.close();
+        serverNode.close();
+    }
+}

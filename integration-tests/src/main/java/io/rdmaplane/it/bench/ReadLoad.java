@@ -1,0 +1,88 @@
+package io.rdmaplane.it.bench;
+
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.TransportProvider;
+import java.nio.ByteBuffer;
+import java.util.EnumSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+/** READ load through the SPI between two fresh nodes of any provider: throughput and latency. */
+final class ReadLoad {
+    private ReadLoad() {
+    }
+
+    /** MiB/s of {@code block}-byte READs kept {@code outstanding} deep for {@code nanos}. */
+    static double throughput(TransportProvider provider, NodeOptions serverOptions, NodeOptions clientOptions, int block,
+                             long nanos, int outstanding) throws Exception {
+        try (Node server = provider.createNode(serverOptions);
+             Node client = provider.createNode(clientOptions)) {
+            server.listen(ch -> new ChannelHandler() { });
+            MemoryRegion source = server.register(ByteBuffer.allocateDirect(Math.max(16 << 20, block)));
+            MemoryRegion landing = client.register(ByteBuffer.allocateDirect(outstanding * block), EnumSet.of(Access.LOCAL_WRITE));
+            Channel channel = client.connect(server.localAddress(), outstanding, new ChannelHandler() { }).get(60, TimeUnit.SECONDS);
+            AtomicLong bytes = new AtomicLong();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            CountDownLatch done = new CountDownLatch(outstanding);
+            long start = System.nanoTime();
+            long deadline = start + nanos;
+            for (int slot = 0; slot < outstanding; slot++) {
+                keepReading(channel, source, landing, block, slot, deadline, bytes, failure, done);
+            }
+            done.await();
+            long elapsed = System.nanoTime() - start;
+            if (failure.get() != null) {
+                throw new IllegalStateException("READ failed during the benchmark", failure.get());
+            }
+            return bytes.get() / (1024.0 * 1024.0) / (elapsed / 1e9);
+        }
+    }
+
+    /** Each slot re-posts from its own completion until the deadline; remote offsets walk the source. */
+    private static void keepReading(Channel channel, MemoryRegion source, MemoryRegion landing, int block, int slot,
+                                    long deadline, AtomicLong bytes, AtomicReference<Throwable> failure, CountDownLatch done) {
+        long remote = source.address() + (long) (slot * 7 % (source.length() / block)) * block;
+        channel.read(remote, source.rkey(), block, landing, slot * block).whenComplete((ok, error) -> {
+            if (error != null) {
+                failure.compareAndSet(null, error);
+                done.countDown();
+            } else {
+                bytes.addAndGet(block);
+                if (System.nanoTime() < deadline) {
+                    keepReading(channel, source, landing, block, (slot + 1) % (landing.length() / block), deadline, bytes,
+                            failure, done);
+                } else {
+                    done.countDown();
+                }
+            }
+        });
+    }
+
+    /** p50 and p99 nanoseconds of one {@code size}-byte READ at a time. */
+    static long[] latency(TransportProvider provider, NodeOptions serverOptions, NodeOptions clientOptions, int size,
+                          int rounds) throws Exception {
+        try (Node server = provider.createNode(serverOptions);
+             Node client = provider.createNode(clientOptions)) {
+            server.listen(ch -> new ChannelHandler() { });
+            MemoryRegion source = server.register(ByteBuffer.allocateDirect(Math.max(4096, size)));
+            MemoryRegion landing = client.register(ByteBuffer.allocateDirect(Math.max(4096, size)), EnumSet.of(Access.LOCAL_WRITE));
+            Channel channel = client.connect(server.localAddress(), 4, new ChannelHandler() { }).get(60, TimeUnit.SECONDS);
+            long[] samples = new long[rounds];
+            for (int i = 0; i < rounds; i++) {
+                long t0 = System.nanoTime();
+                CompletableFuture<Void> read = channel.read(source.address(), source.rkey(), size, landing, 0);
+                read.get(60, TimeUnit.SECONDS);
+                samples[i] = System.nanoTime() - t0;
+            }
+            return TcpReadBenchmark.percentiles(samples);
+        }
+    }
+}

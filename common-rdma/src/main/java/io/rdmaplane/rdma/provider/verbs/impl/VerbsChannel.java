@@ -43,9 +43,9 @@ import org.slf4j.LoggerFactory;
  * completes on it, and nothing the acceptor sends can overtake it.
  *
  * <p><b>Large READs.</b> A READ longer than the node's READ piece ({@code rdma.verbs.readPieceBytes},
- * 256 KiB by default) is posted as several work requests over consecutive ranges, only the last
- * one signaled: an RC send queue completes in order, so the last completion means all pieces
- * landed, and an error on any piece still reports the op's slot. Soft-RoCE needs this: it
+ * 256 KiB by default) is posted as several work requests over consecutive ranges, each signaled
+ * (progress for the operation timeout); an RC send queue completes in order, so the op
+ * completes with its last piece, and an error on any piece fails it. Soft-RoCE needs this: it
  * answers a READ in one burst of packets, and past about a thousand packets (1 MiB at RoCE MTU
  * 1024) a dropped packet makes it re-request the whole remainder, again and again (0.5 MB/s
  * instead of 10-20 MB/s for 8 MiB in the QEMU VM). Real NICs do not mind either way. The send
@@ -84,6 +84,8 @@ final class VerbsChannel implements Channel {
         long localAddress;
         int lkey;
         int sqEntries = 1;
+        /** Work requests of this op not completed yet (READ pieces). */
+        int piecesLeft;
         int index = -1;
 
         Op(Kind kind, CompletableFuture<Void> future, SendPool.Slot slot, int length) {
@@ -141,6 +143,8 @@ final class VerbsChannel implements Channel {
     boolean established;
     boolean disconnectSeen;
     long destroyAfter;
+    /** When the peer disconnected with operations outstanding: fail them then, unless a completion said why first. */
+    long disconnectDeadline;
 
     VerbsChannel(VerbsNode node, int id, int queueDepth, ChannelHandler handler, CompletableFuture<Channel> connected,
                  SocketAddress remote) {
@@ -386,6 +390,7 @@ final class VerbsChannel implements Channel {
             waiting.poll();
             track(op);
             sqFree -= op.sqEntries;
+            op.piecesLeft = op.sqEntries;
             boolean posted;
             if (op.kind == Kind.READ) {
                 posted = postRead(op);
@@ -405,7 +410,7 @@ final class VerbsChannel implements Channel {
         }
     }
 
-    /** ibv_post_send of a READ: one work request per piece, only the last signaled. Holds this. */
+    /** ibv_post_send of a READ: one work request per piece, all with the op's slot in wr_id. Holds this. */
     private boolean postRead(Op op) {
         try {
             SVCPostSend.SendWRMod wr = readCall.getWrMod(0);
@@ -416,7 +421,7 @@ final class VerbsChannel implements Channel {
             rdma.setRkey(op.rkey);
             for (int offset = 0; offset < op.length; offset += readPiece) {
                 int n = Math.min(readPiece, op.length - offset);
-                wr.setSend_flags(offset + n == op.length ? IbvSendWR.IBV_SEND_SIGNALED : 0);
+                wr.setSend_flags(IbvSendWR.IBV_SEND_SIGNALED);
                 sge.setAddr(op.localAddress + offset);
                 sge.setLength(n);
                 rdma.setRemote_addr(op.remoteAddress + offset);
@@ -541,13 +546,19 @@ final class VerbsChannel implements Channel {
             if (index >= ops.length || (op = ops[index]) == null) {
                 return; // already failed by a close: this is its flush
             }
-            ops[index] = null;
+            lastProgress = System.nanoTime();
             if (index < queueDepth) {
+                sqFree++;
+                if (status == WcStatus.SUCCESS && --op.piecesLeft > 0) {
+                    if (!waiting.isEmpty()) {
+                        drainWaiting();
+                    }
+                    return; // a READ piece: the op completes with its last one
+                }
                 freeSlots[freeCount++] = index;
                 outstanding--;
-                sqFree += op.sqEntries;
             }
-            lastProgress = System.nanoTime();
+            ops[index] = null;
             if (status != WcStatus.SUCCESS) {
                 if (op.slot != null) {
                     orphans.add(op.slot);
@@ -725,13 +736,43 @@ final class VerbsChannel implements Channel {
 
     // ================================================================ failure and close
 
-    /** Called by the CM thread every tick: handshake deadline and operation timeout. */
+    /**
+     * The peer disconnected (CM thread). With operations outstanding the error completion that
+     * may have caused it (a READ the peer refused makes it break its end and disconnect) can
+     * still be on its way to the completion thread: it gets a short grace to fail the channel
+     * with the precise status; then, or at once with nothing outstanding, RETRY_EXCEEDED.
+     */
+    void onDisconnected(long now) {
+        disconnectSeen = true;
+        boolean quiet;
+        synchronized (this) {
+            quiet = state != State.OPEN || outstanding == 0;
+        }
+        if (quiet) {
+            peerGone();
+        } else if (disconnectDeadline == 0) {
+            long grace = Math.max(TimeUnit.MILLISECONDS.toNanos(200),
+                    Math.min(node.options.operationTimeout().toNanos() / 4, TimeUnit.SECONDS.toNanos(1)));
+            disconnectDeadline = now + grace;
+        }
+    }
+
+    private void peerGone() {
+        terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + remote + " disconnected"), null,
+                Status.RETRY_EXCEEDED);
+    }
+
+    /** Called by the CM thread every tick: disconnect grace, handshake deadline and operation timeout. */
     void checkTimeout(long now) {
         State s;
         int out;
         synchronized (this) {
             s = state;
             out = outstanding;
+        }
+        if (disconnectDeadline != 0 && s != State.CLOSED && now - disconnectDeadline > 0) {
+            peerGone();
+            return;
         }
         long timeout = node.options.operationTimeout().toNanos();
         if (s == State.CONNECTING || s == State.HANDSHAKE) {

@@ -476,11 +476,7 @@ public final class VerbsNode implements Node {
                         RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_CONNECT_ERROR -> channel.terminate(
                         new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + channel.remoteAddress() + ": "
                                 + kind), null, Status.RETRY_EXCEEDED);
-                case RDMA_CM_EVENT_DISCONNECTED -> {
-                    channel.disconnectSeen = true;
-                    channel.terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + channel.remoteAddress()
-                            + " disconnected"), null, Status.RETRY_EXCEEDED);
-                }
+                case RDMA_CM_EVENT_DISCONNECTED -> channel.onDisconnected(System.nanoTime());
                 case RDMA_CM_EVENT_DEVICE_REMOVAL -> channel.terminate(new TransportException(Status.FLUSHED,
                         "the RDMA device was removed"), null, Status.FLUSHED);
                 default -> LOG.trace("{}: {} on {}", name, kind, channel);

@@ -1,0 +1,376 @@
+/*
+ * Connection management (librdmacm) for NativeDispatcher, as called by DiSNI's RdmaCmNat.
+ * Handles: rdma_event_channel*, rdma_cm_id*. Socket addresses arrive in a buffer written by
+ * DiSNI's SockAddrIn (family, network-order port, network-order IPv4 address; the rest of the
+ * buffer is not written, so it is never read here).
+ */
+#include <string.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+#include "disni_native.h"
+
+/* Outstanding RDMA READs per connection, in each direction, when the device allows more. */
+#define MAX_RD_ATOMIC 16
+
+/* A connection-request id remembers the peer's proposed read depths in its user context
+ * (rdma_cm leaves the context to the application; DiSNI never uses it). The event carrying
+ * them is acknowledged inside _getCmEvent, so _accept would otherwise not know them. */
+#define CONN_REQ_TAG 0x52440000u
+#define CONN_REQ_TAG_MASK 0xffff0000u
+
+static void remember_conn_request(struct rdma_cm_id *id, const struct rdma_conn_param *req) {
+    uintptr_t v = CONN_REQ_TAG | ((uintptr_t) req->responder_resources << 8) | req->initiator_depth;
+    id->context = (void *) v;
+}
+
+static int recall_conn_request(const struct rdma_cm_id *id, uint8_t *responder_resources,
+                               uint8_t *initiator_depth) {
+    uintptr_t v = (uintptr_t) id->context;
+    if ((v & CONN_REQ_TAG_MASK) != CONN_REQ_TAG) {
+        return 0;
+    }
+    *responder_resources = (uint8_t) (v >> 8);
+    *initiator_depth = (uint8_t) v;
+    return 1;
+}
+
+static uint8_t min3(int a, int b, int c) {
+    int m = a < b ? a : b;
+    m = m < c ? m : c;
+    return (uint8_t) (m < 0 ? 0 : m);
+}
+
+/* The read depths this side can offer: the device limits, capped at MAX_RD_ATOMIC. */
+static void local_read_depths(struct rdma_cm_id *id, int *rd_atom, int *init_rd_atom) {
+    struct ibv_device_attr attr;
+    *rd_atom = 1;
+    *init_rd_atom = 1;
+    if (id->verbs != NULL && ibv_query_device(id->verbs, &attr) == 0) {
+        *rd_atom = attr.max_qp_rd_atom;
+        *init_rd_atom = attr.max_qp_init_rd_atom;
+    }
+}
+
+/* Copies DiSNI's serialised IPv4 address into a clean sockaddr_in. Returns 0 or an errno. */
+static int read_sockaddr(jlong addr, struct sockaddr_in *out) {
+    memset(out, 0, sizeof *out);
+    if (addr == 0) {
+        return EINVAL;
+    }
+    const unsigned char *src = PTR(const unsigned char, addr);
+    memcpy(&out->sin_family, src + offsetof(struct sockaddr_in, sin_family), sizeof out->sin_family);
+    memcpy(&out->sin_port, src + offsetof(struct sockaddr_in, sin_port), sizeof out->sin_port);
+    memcpy(&out->sin_addr, src + offsetof(struct sockaddr_in, sin_addr), sizeof out->sin_addr);
+    return out->sin_family == AF_INET ? 0 : EAFNOSUPPORT;
+}
+
+/* Writes an IPv4 socket address for SockAddrIn.update. Returns 0 or a negative errno. */
+static int write_sockaddr(const struct sockaddr *sa, jlong out) {
+    if (out == 0) {
+        return -EINVAL;
+    }
+    if (sa == NULL || sa->sa_family == AF_UNSPEC) {
+        return -ENOTCONN; /* not bound / not resolved yet */
+    }
+    if (sa->sa_family != AF_INET) {
+        return -EAFNOSUPPORT; /* DiSNI's SockAddrIn only knows IPv4 */
+    }
+    memcpy(PTR(void, out), sa, sizeof(struct sockaddr_in));
+    return 0;
+}
+
+JNIEXPORT jlong JNICALL ND(createEventChannel)(JNIEnv *env, jobject self) {
+    errno = 0;
+    struct rdma_event_channel *channel = rdma_create_event_channel();
+    if (channel == NULL) {
+        rp_throw_io(env, "rdma_create_event_channel", rp_errno());
+        return -1;
+    }
+    return HANDLE(channel);
+}
+
+JNIEXPORT jlong JNICALL ND(createId)(JNIEnv *env, jobject self, jlong channel, jshort ps) {
+    if (channel == 0) {
+        rp_throw_bad_handle(env, "rdma_create_id");
+        return -1;
+    }
+    struct rdma_cm_id *id = NULL;
+    errno = 0;
+    if (rdma_create_id(PTR(struct rdma_event_channel, channel), &id, NULL,
+                       (enum rdma_port_space) (uint16_t) ps) != 0) {
+        rp_throw_io(env, "rdma_create_id", rp_errno());
+        return -1;
+    }
+    return HANDLE(id);
+}
+
+JNIEXPORT jlong JNICALL ND(createQP)(JNIEnv *env, jobject self, jlong id, jlong pd, jlong send_cq,
+                                     jlong recv_cq, jint qp_type, jint max_send_wr, jint max_recv_wr,
+                                     jint max_inline) {
+    if (id == 0 || pd == 0 || send_cq == 0 || recv_cq == 0) {
+        rp_throw_bad_handle(env, "rdma_create_qp");
+        return -1;
+    }
+    if (max_send_wr < 0 || max_recv_wr < 0 || max_inline < 0) {
+        rp_throw_io(env, "rdma_create_qp", EINVAL);
+        return -1;
+    }
+    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
+    struct ibv_pd *ibv_pd = PTR(struct ibv_pd, pd);
+
+    /* DiSNI passes no scatter/gather limits: allow up to 4 entries per work request
+     * (DiSNI's own users post one), within what the device supports. */
+    uint32_t max_sge = 4;
+    struct ibv_device_attr dev;
+    if (ibv_query_device(ibv_pd->context, &dev) == 0 && dev.max_sge > 0 && (uint32_t) dev.max_sge < max_sge) {
+        max_sge = (uint32_t) dev.max_sge;
+    }
+
+    struct ibv_qp_init_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.send_cq = PTR(struct ibv_cq, send_cq);
+    attr.recv_cq = PTR(struct ibv_cq, recv_cq);
+    attr.qp_type = (enum ibv_qp_type) qp_type;
+    attr.cap.max_send_wr = (uint32_t) max_send_wr;
+    attr.cap.max_recv_wr = (uint32_t) max_recv_wr;
+    attr.cap.max_send_sge = max_sge;
+    attr.cap.max_recv_sge = max_sge;
+    attr.cap.max_inline_data = (uint32_t) max_inline;
+    attr.sq_sig_all = 0; /* DiSNI sets IBV_SEND_SIGNALED per work request */
+
+    errno = 0;
+    if (rdma_create_qp(cm_id, ibv_pd, &attr) != 0) {
+        rp_throw_io(env, "rdma_create_qp", rp_errno());
+        return -1;
+    }
+    return HANDLE(cm_id->qp);
+}
+
+JNIEXPORT void JNICALL ND(bindAddr)(JNIEnv *env, jobject self, jlong id, jlong addr) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "rdma_bind_addr");
+        return;
+    }
+    struct sockaddr_in sin;
+    int err = read_sockaddr(addr, &sin);
+    if (err != 0) {
+        rp_throw_io(env, "rdma_bind_addr", err);
+        return;
+    }
+    errno = 0;
+    if (rdma_bind_addr(PTR(struct rdma_cm_id, id), (struct sockaddr *) &sin) != 0) {
+        rp_throw_io(env, "rdma_bind_addr", rp_errno());
+    }
+}
+
+JNIEXPORT void JNICALL ND(listen)(JNIEnv *env, jobject self, jlong id, jint backlog) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "rdma_listen");
+        return;
+    }
+    errno = 0;
+    if (rdma_listen(PTR(struct rdma_cm_id, id), backlog) != 0) {
+        rp_throw_io(env, "rdma_listen", rp_errno());
+    }
+}
+
+JNIEXPORT void JNICALL ND(resolveAddr)(JNIEnv *env, jobject self, jlong id, jlong src, jlong dst,
+                                       jint timeout_ms) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "rdma_resolve_addr");
+        return;
+    }
+    struct sockaddr_in src_sin, dst_sin;
+    int err = read_sockaddr(dst, &dst_sin);
+    if (err == 0 && src != 0) {
+        err = read_sockaddr(src, &src_sin);
+    }
+    if (err != 0) {
+        rp_throw_io(env, "rdma_resolve_addr", err);
+        return;
+    }
+    errno = 0;
+    if (rdma_resolve_addr(PTR(struct rdma_cm_id, id), src != 0 ? (struct sockaddr *) &src_sin : NULL,
+                          (struct sockaddr *) &dst_sin, timeout_ms) != 0) {
+        rp_throw_io(env, "rdma_resolve_addr", rp_errno());
+    }
+}
+
+JNIEXPORT void JNICALL ND(resolveRoute)(JNIEnv *env, jobject self, jlong id, jint timeout_ms) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "rdma_resolve_route");
+        return;
+    }
+    errno = 0;
+    if (rdma_resolve_route(PTR(struct rdma_cm_id, id), timeout_ms) != 0) {
+        rp_throw_io(env, "rdma_resolve_route", rp_errno());
+    }
+}
+
+/*
+ * Waits up to timeout_ms for the next event on the channel, stores the event's listen_id
+ * (set only for CONNECT_REQUEST) and id at the two addresses, acknowledges the event and
+ * returns its type. DiSNI's _ackCmEvent only gets the event type, so the event must be
+ * copied out and acknowledged here; acknowledging at once also keeps rdma_destroy_id from
+ * blocking on events the application never acknowledged.
+ * Returns a negative errno on failure and -ETIMEDOUT when no event came in time.
+ */
+JNIEXPORT jint JNICALL ND(getCmEvent)(JNIEnv *env, jobject self, jlong channel, jlong listen_id_out,
+                                      jlong id_out, jint timeout_ms) {
+    if (channel == 0 || listen_id_out == 0 || id_out == 0) {
+        return -EINVAL;
+    }
+    struct rdma_event_channel *ch = PTR(struct rdma_event_channel, channel);
+    int rc = rp_wait_readable(ch->fd, timeout_ms);
+    if (rc != 0) {
+        return rc;
+    }
+    struct rdma_cm_event *event = NULL;
+    errno = 0;
+    if (rdma_get_cm_event(ch, &event) != 0) {
+        return -rp_errno();
+    }
+    int type = (int) event->event;
+    if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        remember_conn_request(event->id, &event->param.conn);
+    }
+    *PTR(jlong, listen_id_out) = HANDLE(event->listen_id);
+    *PTR(jlong, id_out) = HANDLE(event->id);
+    rdma_ack_cm_event(event);
+    return type;
+}
+
+JNIEXPORT void JNICALL ND(connect)(JNIEnv *env, jobject self, jlong id, jint retry_count,
+                                   jint rnr_retry_count, jlong private_data, jbyte private_data_len) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "rdma_connect");
+        return;
+    }
+    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
+    uint8_t len = (uint8_t) private_data_len;
+    if (len != 0 && private_data == 0) {
+        rp_throw_io(env, "rdma_connect", EINVAL);
+        return;
+    }
+    int rd_atom, init_rd_atom;
+    local_read_depths(cm_id, &rd_atom, &init_rd_atom);
+
+    struct rdma_conn_param param;
+    memset(&param, 0, sizeof param);
+    param.private_data = len != 0 ? PTR(const void, private_data) : NULL;
+    param.private_data_len = len;
+    param.responder_resources = min3(rd_atom, MAX_RD_ATOMIC, MAX_RD_ATOMIC);
+    param.initiator_depth = min3(init_rd_atom, MAX_RD_ATOMIC, MAX_RD_ATOMIC);
+    param.flow_control = 1;
+    param.retry_count = (uint8_t) (retry_count < 0 ? 0 : retry_count > 7 ? 7 : retry_count);
+    param.rnr_retry_count = (uint8_t) (rnr_retry_count < 0 ? 0 : rnr_retry_count > 7 ? 7 : rnr_retry_count);
+
+    errno = 0;
+    if (rdma_connect(cm_id, &param) != 0) {
+        rp_throw_io(env, "rdma_connect", rp_errno());
+    }
+}
+
+JNIEXPORT void JNICALL ND(accept)(JNIEnv *env, jobject self, jlong id, jint retry_count,
+                                  jint rnr_retry_count) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "rdma_accept");
+        return;
+    }
+    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
+    int rd_atom, init_rd_atom;
+    local_read_depths(cm_id, &rd_atom, &init_rd_atom);
+    /* Accept no more reads than the peer will issue, and issue no more than it accepts. */
+    uint8_t peer_rr = MAX_RD_ATOMIC, peer_id = MAX_RD_ATOMIC;
+    recall_conn_request(cm_id, &peer_rr, &peer_id);
+
+    struct rdma_conn_param param;
+    memset(&param, 0, sizeof param);
+    param.responder_resources = min3(rd_atom, peer_id, MAX_RD_ATOMIC);
+    param.initiator_depth = min3(init_rd_atom, peer_rr, MAX_RD_ATOMIC);
+    param.flow_control = 1;
+    param.retry_count = (uint8_t) (retry_count < 0 ? 0 : retry_count > 7 ? 7 : retry_count);
+    param.rnr_retry_count = (uint8_t) (rnr_retry_count < 0 ? 0 : rnr_retry_count > 7 ? 7 : rnr_retry_count);
+
+    errno = 0;
+    if (rdma_accept(cm_id, &param) != 0) {
+        rp_throw_io(env, "rdma_accept", rp_errno());
+    }
+}
+
+/* Events are acknowledged inside _getCmEvent; nothing is left to do here. */
+JNIEXPORT jint JNICALL ND(ackCmEvent)(JNIEnv *env, jobject self, jint event_type) {
+    return 0;
+}
+
+JNIEXPORT jint JNICALL ND(disconnect)(JNIEnv *env, jobject self, jlong id) {
+    if (id == 0) {
+        return -EINVAL;
+    }
+    errno = 0;
+    return rdma_disconnect(PTR(struct rdma_cm_id, id)) == 0 ? 0 : -rp_errno();
+}
+
+JNIEXPORT jint JNICALL ND(destroyEventChannel)(JNIEnv *env, jobject self, jlong channel) {
+    if (channel == 0) {
+        return -EINVAL;
+    }
+    rdma_destroy_event_channel(PTR(struct rdma_event_channel, channel));
+    return 0;
+}
+
+JNIEXPORT jint JNICALL ND(destroyCmId)(JNIEnv *env, jobject self, jlong id) {
+    if (id == 0) {
+        return -EINVAL;
+    }
+    errno = 0;
+    return rdma_destroy_id(PTR(struct rdma_cm_id, id)) == 0 ? 0 : -rp_errno();
+}
+
+/* Called with the cm id (RdmaCmNat.destroyQP passes the id, not the QP). */
+JNIEXPORT jint JNICALL ND(destroyQP)(JNIEnv *env, jobject self, jlong id) {
+    if (id == 0) {
+        return -EINVAL;
+    }
+    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
+    if (cm_id->qp == NULL) {
+        return -ENOENT;
+    }
+    rdma_destroy_qp(cm_id);
+    return 0;
+}
+
+JNIEXPORT jint JNICALL ND(getSrcAddr)(JNIEnv *env, jobject self, jlong id, jlong out) {
+    if (id == 0) {
+        return -EINVAL;
+    }
+    return write_sockaddr(rdma_get_local_addr(PTR(struct rdma_cm_id, id)), out);
+}
+
+JNIEXPORT jint JNICALL ND(getDstAddr)(JNIEnv *env, jobject self, jlong id, jlong out) {
+    if (id == 0) {
+        return -EINVAL;
+    }
+    return write_sockaddr(rdma_get_peer_addr(PTR(struct rdma_cm_id, id)), out);
+}
+
+/* Destroys the id's QP (if any) and the id. */
+JNIEXPORT jint JNICALL ND(destroyEp)(JNIEnv *env, jobject self, jlong id) {
+    if (id == 0) {
+        return -EINVAL;
+    }
+    rdma_destroy_ep(PTR(struct rdma_cm_id, id));
+    return 0;
+}
+
+/* The verbs context of the id's device; -1 while the id is not bound to a device yet
+ * (DiSNI treats a negative handle as "no context"). */
+JNIEXPORT jlong JNICALL ND(getContext)(JNIEnv *env, jobject self, jlong id) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "getContext");
+        return -1;
+    }
+    struct ibv_context *verbs = PTR(struct rdma_cm_id, id)->verbs;
+    return verbs != NULL ? HANDLE(verbs) : -1;
+}

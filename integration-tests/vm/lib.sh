@@ -1,0 +1,53 @@
+# Shared helpers of the Soft-RoCE VM scripts (sourced, not run).
+# shellcheck shell=bash
+
+RDMA_VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+RDMA_VM_CACHE=${RDMA_VM_CACHE:-${HOME:-/root}/.cache/rdma-vm}
+
+# Host packages the VM needs. The guest runs the host's own binaries (it sees the host's /
+# read-only), so the RDMA user-space tools must be installed on the host too.
+#   qemu-system-x86  qemu-system-x86_64 (TCG; no KVM needed)
+#   busybox-static   the initramfs' only binary
+#   kmod             depmod/modprobe to resolve module dependencies of the guest kernel
+#   cpio gzip        to pack the initramfs
+#   iproute2         ip (veth, policy routing) and rdma (rdma link add ... type rxe)
+#   rdma-core ibverbs-providers  libibverbs with the rxe provider
+#   ibverbs-utils rdmacm-utils perftest  ibv_devinfo, rping, ib_read_bw/ib_read_lat
+RDMA_VM_HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio gzip iproute2 rdma-core
+  ibverbs-providers ibverbs-utils rdmacm-utils perftest)
+
+_rdma_vm_apt_updated=0
+
+vm_log() { echo "${RDMA_VM_PROG:-vm}: $*" >&2; }
+vm_die() { echo "${RDMA_VM_PROG:-vm}: error: $*" >&2; exit 1; }
+
+vm_apt_update_once() {
+  if [ "$_rdma_vm_apt_updated" = 0 ]; then
+    vm_log "apt-get update"
+    _rdma_vm_apt_updated=1
+    apt-get update -qq >&2 || { vm_log "apt-get update failed"; return 1; }
+  fi
+}
+
+# vm_missing_packages PKG... : prints the packages that are not installed.
+vm_missing_packages() {
+  local installed p
+  installed=" $(dpkg-query -W -f='${Package}=${db:Status-Status} ' "$@" 2>/dev/null || true)"
+  for p in "$@"; do
+    [[ "$installed" == *" $p=installed "* ]] || echo "$p"
+  done
+}
+
+# vm_ensure_packages PKG... : installs the missing ones (apt-get update once, only if needed).
+vm_ensure_packages() {
+  local missing
+  mapfile -t missing < <(vm_missing_packages "$@")
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    vm_die "missing host packages: ${missing[*]} (run as root, or: apt-get install ${missing[*]})"
+  fi
+  vm_apt_update_once || vm_die "apt-get update failed; cannot install ${missing[*]}"
+  vm_log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
+    || vm_die "apt-get install ${missing[*]} failed"
+}

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Runs one command inside the Soft-RoCE QEMU VM and exits with its status.
+#
+#   bash integration-tests/vm/run.sh [options] -- COMMAND [ARG...]
+#
+# Options:
+#   --timeout S        command timeout in seconds (default ${RDMA_VM_TIMEOUT:-600})
+#   --boot-timeout S   time allowed from start until the command runs (default ${RDMA_VM_BOOT_TIMEOUT:-180})
+#   --cpus N           guest vCPUs (default ${RDMA_VM_CPUS:-2})
+#   --mem MiB          guest memory (default ${RDMA_VM_MEM:-3072})
+#   --mtu BYTES        MTU of the veth cable (default ${RDMA_VM_MTU:-1500}: RoCE MTU 1024; 9000: 4096)
+#   --env NAME[=VAL]   pass one more environment variable into the guest (repeatable)
+#   --results DIR      copy what the command wrote to $RDMA_VM_RESULTS into DIR
+#
+# The guest boots Debian's stock kernel (TCG, no KVM, no network device), sees the host's /
+# read-only under a tmpfs overlay (writes are lost at power-off), and runs COMMAND as root in
+# the same working directory with PATH, JAVA_HOME, HOME (and a few more) from the host, plus
+#   RDMA_VM=1  RDMA_VM_ADDR_A=192.168.77.1 (rxe0 on veth0)  RDMA_VM_ADDR_B=192.168.77.2 (rxe1
+#   on veth1)  RDMA_VM_DEV_A=rxe0  RDMA_VM_DEV_B=rxe1  RDMA_VM_RESULTS=/run/rdma-vm/out
+# and memlock unlimited. Its output (stdout and stderr) is printed live (through the second 9p
+# share), the guest kernel's and init's messages come from the serial console.
+# Exit status: the command's; 124 on a timeout; 125 when the VM failed before reporting one.
+set -euo pipefail
+RDMA_VM_PROG=vm/run
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+cmd_timeout=${RDMA_VM_TIMEOUT:-600}
+boot_timeout=${RDMA_VM_BOOT_TIMEOUT:-180}
+cpus=${RDMA_VM_CPUS:-2}
+mem=${RDMA_VM_MEM:-3072}
+mtu=${RDMA_VM_MTU:-1500}
+addr_a=${RDMA_VM_ADDR_A:-192.168.77.1}
+addr_b=${RDMA_VM_ADDR_B:-192.168.77.2}
+results=""
+extra_env=()
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+need_int() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || vm_die "$1 needs a positive integer, got '$2'"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --timeout) need_int "$1" "${2:-}"; cmd_timeout=$2; shift 2 ;;
+    --boot-timeout) need_int "$1" "${2:-}"; boot_timeout=$2; shift 2 ;;
+    --cpus) need_int "$1" "${2:-}"; cpus=$2; shift 2 ;;
+    --mem) need_int "$1" "${2:-}"; mem=$2; shift 2 ;;
+    --mtu) need_int "$1" "${2:-}"; mtu=$2; shift 2 ;;
+    --env) [ -n "${2:-}" ] || vm_die "--env needs NAME or NAME=VALUE"; extra_env+=("$2"); shift 2 ;;
+    --results) [ -n "${2:-}" ] || vm_die "--results needs a folder"; results=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; break ;;
+    *) vm_die "unknown option '$1' (usage: run.sh [options] -- COMMAND...; try --help)" ;;
+  esac
+done
+[ $# -gt 0 ] || vm_die "no command given (usage: run.sh [options] -- COMMAND...)"
+total_timeout=$((boot_timeout + cmd_timeout + 60))
+
+if [ -n "${RDMA_VM_KIT:-}" ]; then
+  kit=$RDMA_VM_KIT
+else
+  kit=$(bash "$RDMA_VM_DIR/prepare.sh" --print-kit) || vm_die "prepare.sh failed"
+fi
+for f in vmlinuz initrd.gz; do
+  [ -s "$kit/$f" ] || vm_die "boot kit $kit has no $f (run integration-tests/vm/prepare.sh)"
+done
+command -v qemu-system-x86_64 >/dev/null || vm_die "qemu-system-x86_64 not found (package qemu-system-x86)"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rdma-vm-run.XXXXXX")
+share=$tmp/share
+mkdir -p "$share/ctl" "$share/out"
+qemu_pid_file=$tmp/qemu.pid
+watchdog_pid="" console_pid="" output_pid=""
+
+qemu_pid() { cat "$qemu_pid_file" 2>/dev/null || true; }
+kill_qemu() {
+  local p; p=$(qemu_pid)
+  [ -n "$p" ] || return 0
+  kill "$p" 2>/dev/null || return 0
+  for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$p" 2>/dev/null || return 0; sleep 0.5; done
+  kill -9 "$p" 2>/dev/null || true
+}
+cleanup() {
+  set +e
+  [ -n "$watchdog_pid" ] && kill "$watchdog_pid" 2>/dev/null
+  kill_qemu
+  [ -n "$console_pid" ] && wait "$console_pid" 2>/dev/null   # the console's last lines
+  [ -n "$output_pid" ] && kill "$output_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'vm_log "interrupted; stopping the VM"; exit 130' INT TERM HUP
+
+# Environment of the guest command: the essentials from the host, then the VM's facts.
+java_home=${JAVA_HOME:-}
+if [ -z "$java_home" ] && command -v java >/dev/null; then
+  java_home=$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")
+fi
+genv=("PATH=${PATH}" "HOME=${HOME:-/root}" "TERM=dumb" "USER=${USER:-root}" "LOGNAME=${LOGNAME:-root}")
+[ -n "$java_home" ] && genv+=("JAVA_HOME=$java_home")
+for v in LANG LC_ALL TZ MAVEN_OPTS JAVA_TOOL_OPTIONS CI; do
+  [ -n "${!v:-}" ] && genv+=("$v=${!v}")
+done
+for e in "${extra_env[@]}"; do
+  if [[ "$e" == *=* ]]; then genv+=("$e"); else genv+=("$e=${!e:-}"); fi
+done
+genv+=(RDMA_VM=1 "RDMA_VM_ADDR_A=$addr_a" "RDMA_VM_ADDR_B=$addr_b" RDMA_VM_DEV_A=rxe0
+  RDMA_VM_DEV_B=rxe1 RDMA_VM_RESULTS=/run/rdma-vm/out)
+
+{
+  printf 'RDMA_VM_ADDR_A=%q\nRDMA_VM_ADDR_B=%q\nRDMA_VM_MTU=%q\n' "$addr_a" "$addr_b" "$mtu"
+  printf 'RDMA_VM_CMD_TIMEOUT=%q\nRDMA_VM_CWD=%q\n' "$cmd_timeout" "$PWD"
+  printf 'RDMA_VM_ENV=('; printf ' %q' "${genv[@]}"; printf ' )\n'
+  printf 'RDMA_VM_CMD=('; printf ' %q' "$@"; printf ' )\n'
+} > "$share/ctl/params.sh"
+cp "$RDMA_VM_DIR/guest.sh" "$share/ctl/guest.sh"
+: > "$share/ctl/output"
+
+qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem"
+  -nic none -nographic -no-reboot
+  -kernel "$kit/vmlinuz" -initrd "$kit/initrd.gz"
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init"
+  -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
+  -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
+  -fsdev "local,id=rdmavm,path=$share,security_model=none,multidevs=remap"
+  -device virtio-9p-pci,fsdev=rdmavm,mount_tag=rdmavm
+  -device virtio-rng-pci
+  -pidfile "$qemu_pid_file")
+
+start=$(date +%s)
+vm_log "booting $(basename "$(dirname "$kit")") (TCG, ${cpus} vCPUs, ${mem} MiB; timeouts: boot ${boot_timeout} s, command ${cmd_timeout} s, total ${total_timeout} s)"
+
+# The watchdog stops qemu when a deadline passes and leaves the reason in $tmp/timeout.
+(
+  trap - EXIT INT TERM HUP
+  booted_at="" status_at=""
+  while sleep 0.5; do
+    now=$(date +%s)
+    if [ -z "$booted_at" ] && [ -f "$share/ctl/booted" ]; then
+      booted_at=$now
+      vm_log "guest up and rxe0/rxe1 ready after $((now - start)) s; running: $*"
+    fi
+    if [ -z "$status_at" ] && [ -f "$share/ctl/status" ]; then status_at=$now; fi
+    reason=""
+    if [ -z "$booted_at" ] && [ $((now - start)) -ge "$boot_timeout" ]; then
+      reason="the guest did not come up within ${boot_timeout} s (boot timeout)"
+    elif [ -n "$booted_at" ] && [ -z "$status_at" ] && [ $((now - booted_at)) -ge $((cmd_timeout + 30)) ]; then
+      reason="the command did not finish within ${cmd_timeout} s (command timeout)"
+    elif [ -n "$status_at" ] && [ $((now - status_at)) -ge 30 ]; then
+      reason="the guest did not power off within 30 s after the command ended"
+    elif [ $((now - start)) -ge "$total_timeout" ]; then
+      reason="the VM ran longer than ${total_timeout} s (total timeout)"
+    fi
+    if [ -n "$reason" ]; then
+      echo "$reason" > "$tmp/timeout"
+      kill_qemu
+      exit 0
+    fi
+  done
+) &
+watchdog_pid=$!
+
+# Console filter: CR of the serial line, SeaBIOS' screen escapes and banner (the guest's
+# UART reset sometimes cuts "Booting from ROM..." short, with no newline before the guest's
+# first line), the final "reboot: Power down"; sed -u keeps the output live.
+# In the background so that a signal interrupts `wait` at once (the trap then stops qemu).
+{ "${qemu[@]}" < /dev/null 2>&1; echo $? > "$tmp/qemu.rc"; } \
+  | sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' \
+      -e '/^SeaBIOS (version/d' -e '/^Booting from ROM\.*$/d' -e 's/^Booting from ROM\.*//' \
+      -e '/\] reboot: Power down$/d' &
+console_pid=$!
+# The command's own output, written by the guest to ctl/output; tail stops after the console.
+tail -n +1 -s 0.2 --pid="$console_pid" -f "$share/ctl/output" &
+output_pid=$!
+wait "$console_pid" || true
+wait "$output_pid" || true
+console_pid="" output_pid=""
+kill "$watchdog_pid" 2>/dev/null || true
+wait "$watchdog_pid" 2>/dev/null || true
+watchdog_pid=""
+elapsed=$(( $(date +%s) - start ))
+
+if [ -n "$results" ]; then
+  mkdir -p "$results" && cp -a "$share/out/." "$results/" \
+    || vm_log "warning: could not copy the guest's results to $results"
+fi
+status=$(cat "$share/ctl/status" 2>/dev/null || true)
+if [ -f "$tmp/timeout" ] && [ "$(cat "$tmp/timeout")" != "the guest did not power off within 30 s after the command ended" ]; then
+  vm_log "error: $(cat "$tmp/timeout"); qemu killed after ${elapsed} s"
+  exit 124
+fi
+[ -f "$tmp/timeout" ] && vm_log "warning: $(cat "$tmp/timeout"); qemu killed"
+if ! [[ "$status" =~ ^[0-9]+$ ]]; then
+  vm_log "error: the VM stopped after ${elapsed} s without reporting the command's exit status (qemu exit code $(cat "$tmp/qemu.rc" 2>/dev/null || echo '?'); see the console output above)"
+  exit 125
+fi
+[ "$status" = 124 ] && vm_log "error: the command timed out after ${cmd_timeout} s"
+vm_log "command exited with status $status; VM ran ${elapsed} s"
+exit "$status"

@@ -62,8 +62,8 @@ public final class Doctor {
               RESULT  exit N     the outcome
             Checks: RDMA devices and ports (state, link layer, netdev and MTU, GIDs and which are RoCE v2,
             NUMA node), memlock against the pool capacity, huge pages, user-space verbs drivers, the native
-            library (DiSNI + libdisni.so), the providers and the one `auto` picks, and with --peer a connect
-            and one verified READ from a node running `Doctor --serve`.
+            library (DiSNI + libdisni.so), the providers and the one `auto` picks, and with --peer a connect,
+            a descriptor request and ten verified READs (first and median time) from a node running `Doctor --serve`.
 
               --peer HOST:PORT       connect to `Doctor --serve` there and READ its region (default port 7471)
               --pool-capacity SIZE   registered-memory pool to check memlock against (default: pool.capacity's, 256m)

@@ -57,7 +57,8 @@ class DoctorPeerTest {
             assertTrue(run.line("OK     peer       connected to 127.0.0.1:" + port + " via tcp in ").endsWith(" ms"), run.out());
             assertTrue(run.line("OK     peer       descriptor in ").contains("65536 B at 0x"), run.out());
             assertTrue(run.line("OK     peer       descriptor in ").endsWith("served by tcp"), run.out());
-            assertTrue(run.line("OK     peer       READ 65536 B in ").contains("every byte verified, CRC32C 0x"), run.out());
+            assertTrue(run.line("OK     peer       READ 65536 B: first in ").contains(" ms, median of the next 9 ")
+                    && run.line("OK     peer       READ 65536 B: first in ").contains("every byte verified, CRC32C 0x"), run.out());
             // No RDMA device: the tcp peer check passes, and the code still says "no RDMA device".
             assertEquals(Doctor.EXIT_NO_DEVICE, run.code());
             assertEquals("RESULT exit 1     no RDMA device: tcp provider will be used; peer check over tcp passed",
@@ -132,7 +133,7 @@ class DoctorPeerTest {
             Run run = run(noDevice(), "--peer", "127.0.0.1:" + node.localAddress().getPort());
             wellFormed(run);
             assertEquals(Doctor.EXIT_PEER, run.code());
-            assertTrue(run.line("FAIL   peer       READ of 65536 B").contains("first difference at offset 1000"), run.out());
+            assertTrue(run.line("FAIL   peer       READ 1/10 of 65536 B").contains("first difference at offset 1000"), run.out());
             assertTrue(run.line("FIX    peer").contains("data corrupted"), run.out());
         }
     }
@@ -154,7 +155,7 @@ class DoctorPeerTest {
             Run run = run(noDevice(), "--peer", "127.0.0.1:" + node.localAddress().getPort());
             wellFormed(run);
             assertEquals(Doctor.EXIT_PEER, run.code());
-            assertTrue(run.line("FAIL   peer       READ of 65536 B").contains("REMOTE_ACCESS_ERROR"), run.out());
+            assertTrue(run.line("FAIL   peer       READ 1/10 of 65536 B").contains("REMOTE_ACCESS_ERROR"), run.out());
             assertTrue(run.line("FIX    peer").contains("refused the rkey"), run.out());
         }
     }

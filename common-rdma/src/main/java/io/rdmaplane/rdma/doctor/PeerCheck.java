@@ -1,0 +1,358 @@
+package io.rdmaplane.rdma.doctor;
+
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.TransportProvider;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+import java.util.zip.CRC32C;
+
+/**
+ * The peer check, over the SPI only. The serving side ({@code Doctor --serve}) registers a small
+ * region filled with a pattern derived from a random seed and answers every DESCRIBE message with
+ * the region's address, rkey, length, seed and CRC32C. The checking side connects, asks for the
+ * descriptor, READs the whole region {@link #READS} times into a region of its own, compares
+ * every byte with the pattern the seed gives, and reports the first READ's time (warm-up
+ * included) and the median of the others.
+ *
+ * <p>Messages (big-endian): a request is {@code "RDMADOC1", int 1}; a descriptor is
+ * {@code "RDMADOC1", int 2, long address, int rkey, int length, long seed, int crc32c,
+ * short nameLength, name (the serving provider, US-ASCII)}.
+ */
+final class PeerCheck {
+    /** The default port of {@code Doctor --serve}. */
+    static final int DEFAULT_PORT = 7471;
+    /** Bytes the server exposes and the client READs in one operation. */
+    static final int REGION_BYTES = 64 << 10;
+    static final byte[] MAGIC = "RDMADOC1".getBytes(StandardCharsets.US_ASCII);
+    static final int OP_DESCRIBE = 1;
+    static final int OP_DESCRIPTOR = 2;
+    static final int QUEUE_DEPTH = 16;
+    /** READs of the region: the first is verified and timed alone, the median of the rest is the latency. */
+    static final int READS = 10;
+    static final String CHECK = "peer";
+
+    private PeerCheck() {
+    }
+
+    /** What the server sent. */
+    record Descriptor(long address, int rkey, int length, long seed, int crc, String provider) {
+        ByteBuffer encode() {
+            byte[] name = provider.getBytes(StandardCharsets.US_ASCII);
+            ByteBuffer b = ByteBuffer.allocate(MAGIC.length + 4 + 8 + 4 + 4 + 8 + 4 + 2 + name.length);
+            b.put(MAGIC).putInt(OP_DESCRIPTOR).putLong(address).putInt(rkey).putInt(length).putLong(seed).putInt(crc)
+                    .putShort((short) name.length).put(name);
+            return b.flip();
+        }
+
+        /** Null when the message is not a descriptor. */
+        static Descriptor decode(ByteBuffer message) {
+            ByteBuffer b = message.duplicate();
+            if (!magic(b) || b.remaining() < 4 + 8 + 4 + 4 + 8 + 4 + 2 || b.getInt() != OP_DESCRIPTOR) {
+                return null;
+            }
+            long address = b.getLong();
+            int rkey = b.getInt();
+            int length = b.getInt();
+            long seed = b.getLong();
+            int crc = b.getInt();
+            int nameLength = b.getShort() & 0xffff;
+            if (b.remaining() != nameLength || length <= 0 || length > Channel.MAX_READ_BYTES) {
+                return null;
+            }
+            byte[] name = new byte[nameLength];
+            b.get(name);
+            return new Descriptor(address, rkey, length, seed, crc, new String(name, StandardCharsets.US_ASCII));
+        }
+    }
+
+    static ByteBuffer request() {
+        return ByteBuffer.allocate(MAGIC.length + 4).put(MAGIC).putInt(OP_DESCRIBE).flip();
+    }
+
+    static boolean isRequest(ByteBuffer message) {
+        ByteBuffer b = message.duplicate();
+        return magic(b) && b.remaining() == 4 && b.getInt() == OP_DESCRIBE;
+    }
+
+    private static boolean magic(ByteBuffer b) {
+        if (b.remaining() < MAGIC.length) {
+            return false;
+        }
+        byte[] m = new byte[MAGIC.length];
+        b.get(m);
+        return Arrays.equals(m, MAGIC);
+    }
+
+    /** Fills {@code length} bytes (a multiple of 8) of {@code b} from 0 with the seed's pattern. */
+    static void fill(ByteBuffer b, int length, long seed) {
+        for (int i = 0; i < length; i += 8) {
+            b.putLong(i, mix(seed + i));
+        }
+    }
+
+    /** The offset of the first byte that differs from the seed's pattern, or -1. */
+    static int firstMismatch(ByteBuffer b, int length, long seed) {
+        for (int i = 0; i < length; i += 8) {
+            long expected = mix(seed + i);
+            long actual = b.getLong(i);
+            if (actual != expected) {
+                for (int j = 0; j < 8; j++) {
+                    if (((actual ^ expected) >>> (56 - 8 * j) & 0xff) != 0) {
+                        return i + j;
+                    }
+                }
+            }
+        }
+        return -1;
+    }
+
+    /** SplitMix64's finalizer. */
+    private static long mix(long z) {
+        z = (z ^ (z >>> 30)) * 0xbf58476d1ce4e5b9L;
+        z = (z ^ (z >>> 27)) * 0x94d049bb133111ebL;
+        return z ^ (z >>> 31);
+    }
+
+    static int crc(ByteBuffer b, int length) {
+        CRC32C c = new CRC32C();
+        c.update(b.duplicate().position(0).limit(length));
+        return (int) c.getValue();
+    }
+
+    /** The serving side: a listening node with one exposed region. Closing stops it. */
+    static final class Server implements AutoCloseable {
+        private final Node node;
+        private final Descriptor descriptor;
+        private final AtomicLong served = new AtomicLong();
+
+        private Server(Node node, Descriptor descriptor) {
+            this.node = node;
+            this.descriptor = descriptor;
+        }
+
+        /**
+         * Starts serving on {@code bind} through {@code provider}; {@code onServed} hears of every
+         * descriptor sent (on the transport thread: it must not block).
+         */
+        static Server start(TransportProvider provider, NodeOptions options, Consumer<String> onServed)
+                throws TransportException {
+            Node node = provider.createNode(options);
+            try {
+                ByteBuffer memory = ByteBuffer.allocateDirect(REGION_BYTES);
+                long seed = ThreadLocalRandom.current().nextLong();
+                fill(memory, REGION_BYTES, seed);
+                MemoryRegion region = node.register(memory, Set.of(Access.REMOTE_READ));
+                Descriptor descriptor = new Descriptor(region.address(), region.rkey(), REGION_BYTES, seed,
+                        crc(memory, REGION_BYTES), node.providerName());
+                Server server = new Server(node, descriptor);
+                node.listen(channel -> new ChannelHandler() {
+                    @Override
+                    public void onMessage(Channel ch, ByteBuffer message) {
+                        if (isRequest(message)) {
+                            ch.send(descriptor.encode());
+                            server.served.incrementAndGet();
+                            onServed.accept("descriptor sent to " + ch.remoteAddress());
+                        } else {
+                            onServed.accept("ignored a message that is not a doctor request from " + ch.remoteAddress());
+                        }
+                    }
+                });
+                return server;
+            } catch (TransportException | RuntimeException e) {
+                node.close();
+                throw e;
+            }
+        }
+
+        InetSocketAddress address() {
+            return node.localAddress();
+        }
+
+        Descriptor descriptor() {
+            return descriptor;
+        }
+
+        long served() {
+            return served.get();
+        }
+
+        String provider() {
+            return node.providerName();
+        }
+
+        @Override
+        public void close() {
+            node.close();
+        }
+    }
+
+    /** Connects to a serving doctor, READs its region, verifies it and reports each step into {@code report}. */
+    static void check(Report report, TransportProvider provider, NodeOptions localOptions, InetSocketAddress peer,
+                      Duration timeout) {
+        try {
+            steps(report, provider, localOptions, peer, timeout);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            report.fail(CHECK, "interrupted", "run the check again", Doctor.EXIT_PEER);
+        }
+    }
+
+    private static void steps(Report report, TransportProvider provider, NodeOptions localOptions, InetSocketAddress peer,
+                              Duration timeout) throws InterruptedException {
+        String via = peer.getHostString() + ":" + peer.getPort() + " via " + provider.name();
+        String serveHint = "run `Doctor --serve --port " + peer.getPort() + "` on " + peer.getHostString()
+                + " (same build and provider), and let " + provider.name() + " traffic through to port " + peer.getPort();
+        long timeoutMs = timeout.toMillis();
+        Node node;
+        try {
+            node = provider.createNode(localOptions);
+        } catch (TransportException | RuntimeException e) {
+            report.fail(CHECK, "cannot start a local " + provider.name() + " node on " + localOptions.bindAddress() + ": "
+                    + oneLine(e), "pass --bind with a local address of the network that reaches the peer", Doctor.EXIT_PEER);
+            return;
+        }
+        try (node) {
+            CompletableFuture<Descriptor> answer = new CompletableFuture<>();
+            ChannelHandler handler = new ChannelHandler() {
+                @Override
+                public void onMessage(Channel channel, ByteBuffer message) {
+                    Descriptor d = Descriptor.decode(message);
+                    if (d == null) {
+                        answer.completeExceptionally(new IllegalStateException(
+                                "the peer answered with something that is not a doctor descriptor (" + message.remaining() + " bytes)"));
+                    } else {
+                        answer.complete(d);
+                    }
+                }
+
+                @Override
+                public void onClosed(Channel channel, TransportException cause) {
+                    answer.completeExceptionally(cause != null ? cause
+                            : new IllegalStateException("the channel closed before the descriptor arrived"));
+                }
+            };
+            long t0 = System.nanoTime();
+            Channel channel;
+            try {
+                channel = node.connect(peer, QUEUE_DEPTH, handler).get(timeoutMs, TimeUnit.MILLISECONDS);
+            } catch (ExecutionException | TimeoutException | RuntimeException e) {
+                report.fail(CHECK, "cannot connect to " + via + ": " + oneLine(cause(e)), serveHint, Doctor.EXIT_PEER);
+                return;
+            }
+            long connected = System.nanoTime();
+            report.ok(CHECK, "connected to " + via + " in " + ms(connected - t0));
+
+            Descriptor d;
+            long asked = System.nanoTime();
+            try {
+                channel.send(request()).get(timeoutMs, TimeUnit.MILLISECONDS);
+                d = answer.get(timeoutMs, TimeUnit.MILLISECONDS);
+            } catch (ExecutionException | TimeoutException | RuntimeException e) {
+                report.fail(CHECK, "no descriptor from " + via + ": " + oneLine(cause(e)),
+                        "the listener on " + peer.getHostString() + ":" + peer.getPort() + " is not `Doctor --serve`: " + serveHint,
+                        Doctor.EXIT_PEER);
+                return;
+            }
+            long described = System.nanoTime();
+            report.ok(CHECK, String.format(Locale.ROOT, "descriptor in %s: %d B at 0x%x rkey 0x%x, served by %s",
+                    ms(described - asked), d.length(), d.address(), d.rkey(), d.provider()));
+
+            ByteBuffer target = ByteBuffer.allocateDirect(d.length());
+            MemoryRegion local;
+            try {
+                local = node.register(target, Set.of(Access.LOCAL_WRITE));
+            } catch (TransportException | RuntimeException e) {
+                report.fail(CHECK, "cannot register " + d.length() + " B locally: " + oneLine(e),
+                        "raise memlock (`ulimit -l unlimited`) and see the memlock line", Doctor.EXIT_PEER);
+                return;
+            }
+            // The first READ is timed alone (it pays for warm-up); the median of the following ones is the latency.
+            long[] nanos = new long[READS];
+            for (int i = 0; i < READS; i++) {
+                target.put(0, (byte) ~target.get(0));
+                long r0 = System.nanoTime();
+                try {
+                    channel.read(d.address(), d.rkey(), d.length(), local, 0).get(timeoutMs, TimeUnit.MILLISECONDS);
+                } catch (ExecutionException | TimeoutException | RuntimeException e) {
+                    Throwable c = cause(e);
+                    report.fail(CHECK, "READ " + (i + 1) + "/" + READS + " of " + d.length() + " B from " + via + " failed: " + oneLine(c),
+                            readFix(c), Doctor.EXIT_PEER);
+                    return;
+                }
+                nanos[i] = System.nanoTime() - r0;
+                int mismatch = firstMismatch(target, d.length(), d.seed());
+                int crc = crc(target, d.length());
+                if (mismatch >= 0 || crc != d.crc()) {
+                    report.fail(CHECK, String.format(Locale.ROOT,
+                                    "READ %d/%d of %d B from %s returned wrong bytes: first difference at offset %d,"
+                                            + " CRC32C 0x%08x, expected 0x%08x",
+                                    i + 1, READS, d.length(), via, mismatch, crc, d.crc()),
+                            "data corrupted between the nodes: check the NICs' firmware and error counters, and the switch",
+                            Doctor.EXIT_PEER);
+                    return;
+                }
+            }
+            long[] rest = Arrays.copyOfRange(nanos, 1, READS);
+            Arrays.sort(rest);
+            long median = rest[rest.length / 2];
+            report.ok(CHECK, String.format(Locale.ROOT,
+                    "READ %d B: first in %s, median of the next %d %s (%.1f MB/s), every byte verified, CRC32C 0x%08x",
+                    d.length(), ms(nanos[0]), rest.length, ms(median), d.length() / (median / 1e9) / 1e6, d.crc()));
+        }
+    }
+
+    static String readFix(Throwable c) {
+        if (c instanceof TransportException t) {
+            return switch (t.status()) {
+                case REMOTE_ACCESS_ERROR -> "the peer refused the rkey: it restarted between the descriptor and the READ; run the check again";
+                case RETRY_EXCEEDED -> "no answer to the READ: packets are lost between the nodes (same MTU on both sides and the"
+                        + " switch, PFC/ECN for RoCE, UDP port 4791 open for RoCE v2)";
+                case FLUSHED -> "the connection broke during the READ: see the peer's output and try again";
+                default -> "the READ ended " + t.status() + ": see the peer's output and try again";
+            };
+        }
+        if (c instanceof TimeoutException) {
+            return "no answer to the READ within the timeout: packets are lost between the nodes (MTU, PFC/ECN, UDP 4791 for RoCE v2)";
+        }
+        return "see the error above and the peer's output";
+    }
+
+    private static Throwable cause(Throwable e) {
+        Throwable c = e;
+        while ((c instanceof ExecutionException || c instanceof java.util.concurrent.CompletionException) && c.getCause() != null) {
+            c = c.getCause();
+        }
+        if (c instanceof TimeoutException) {
+            return new TimeoutException("no answer within the timeout");
+        }
+        return c;
+    }
+
+    static String oneLine(Throwable e) {
+        String m = e.getMessage();
+        String text = m == null || m.isBlank() ? e.getClass().getSimpleName() : m;
+        return text.replaceAll("\\s*\\R\\s*", " ");
+    }
+
+    static String ms(long nanos) {
+        return String.format(Locale.ROOT, "%.2f ms", nanos / 1e6);
+    }
+}

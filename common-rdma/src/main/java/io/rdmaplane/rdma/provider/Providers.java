@@ -1,6 +1,7 @@
 package io.rdmaplane.rdma.provider;
 
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
 import java.util.List;
 import java.util.Locale;
 import java.util.stream.Collectors;
@@ -20,7 +21,7 @@ public final class Providers {
 
     /** Every provider of this build, most preferred first. */
     public static List<TransportProvider> all() {
-        return List.of(TcpProvider.INSTANCE);
+        return List.of(VerbsProvider.INSTANCE, TcpProvider.INSTANCE);
     }
 
     /** The names the {@code provider} setting accepts. */

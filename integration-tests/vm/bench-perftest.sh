@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The verbs provider against perftest on the same two Soft-RoCE devices, in one VM run:
+# ib_read_bw (64 KiB READs) and ib_read_lat (64 B READs) from rxe1 to rxe0, interleaved round
+# by round with the same measurements through our SPI (io.rdmaplane.it.bench.ProviderReadBenchmark).
+# Prints every round, the medians and the ratios. A benchmark, not a test: rxe bandwidth varies
+# about 3x from run to run here, which is why rounds are interleaved and medians compared.
+#
+#   bash integration-tests/vm/bench-perftest.sh [--no-build] [--rounds N] [run.sh options]
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+log() { echo "bench-perftest: $*"; }
+
+# ---------------------------------------------------------------- inside the VM
+if [ "${1:-}" = --in-vm ]; then
+  # shellcheck source=/dev/null
+  . "$2"
+  A=$RDMA_VM_ADDR_A B=$RDMA_VM_ADDR_B
+  ours() { # mode args...: one run of our benchmark, printing its result line
+    # shellcheck disable=SC2086 # flags are a list of words
+    java $BENCH_JVM_FLAGS -cp "$BENCH_CLASSPATH" io.rdmaplane.it.bench.ProviderReadBenchmark provider=verbs \
+      server="$A" client="$B" "$@" 2>/dev/null | grep -E '^verbs READ'
+  }
+  perftest() { # tool port args...: server on rxe0, client on rxe1 to A; prints the client's output
+    local tool=$1 port=$2; shift 2
+    timeout 120 "$tool" -d rxe0 -p "$port" -F "$@" > /tmp/bench-server.log 2>&1 &
+    local server=$!
+    for _ in $(seq 100); do ss -Hltn "sport = :$port" | grep -q . && break; sleep 0.2; done
+    timeout 120 "$tool" -d rxe1 -p "$port" -F "$@" "$A" || true
+    wait "$server" || true
+  }
+  bw_perf=() bw_ours=() lat_perf=() lat_ours=()
+  for round in $(seq "$BENCH_ROUNDS"); do
+    v=$(perftest ib_read_bw $((18600 + round)) -s 65536 -D 5 | awk '$1 == 65536 && NF >= 5 { print $4 }')
+    bw_perf+=("${v:-0}"); log "round $round ib_read_bw 64 KiB:   ${v:-n/a} MB/sec"
+    v=$(ours mode=bw size=65536 outstanding=16 seconds=5 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
+    bw_ours+=("${v:-0}"); log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec"
+    v=$(perftest ib_read_lat $((18700 + round)) -s 64 -n 1000 | awk '$1 == 64 && NF >= 5 { print $5 }')
+    lat_perf+=("${v:-0}"); log "round $round ib_read_lat 64 B:    typical ${v:-n/a} usec"
+    v=$(ours mode=lat size=64 rounds=1000 | sed -n 's/.*typical \([0-9.]*\) usec.*/\1/p')
+    lat_ours+=("${v:-0}"); log "round $round verbs READ 64 B:     typical ${v:-n/a} usec"
+  done
+  median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+  mb=$(median "${bw_perf[@]}") mo=$(median "${bw_ours[@]}") lb=$(median "${lat_perf[@]}") lo=$(median "${lat_ours[@]}")
+  log "median of $BENCH_ROUNDS rounds: ib_read_bw $mb MB/sec, verbs provider $mo MB/sec: ratio $(awk -v a="$mo" -v b="$mb" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')x (goal >= 0.9x)"
+  log "median of $BENCH_ROUNDS rounds: ib_read_lat $lb usec, verbs provider $lo usec: ratio $(awk -v a="$lo" -v b="$lb" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')x (goal <= 1.25x)"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- on the host
+build=1 rounds=3 run_opts=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) build=0; shift ;;
+    --rounds) rounds=${2:?--rounds needs a number}; shift 2 ;;
+    *) run_opts+=("$1"); shift ;;
+  esac
+done
+pom_property() { tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '; }
+work=$root/integration-tests/target/vm-bench
+mkdir -p "$work"
+mvn=(mvn -B -q -f "$root/pom.xml")
+if [ "$build" = 1 ]; then
+  log "building and installing the modules on the host"
+  "${mvn[@]}" -DskipTests install
+fi
+"${mvn[@]}" -pl integration-tests dependency:build-classpath -Dmdep.outputFile="$work/deps.txt" >/dev/null
+{
+  printf 'BENCH_JVM_FLAGS=%q\n' "-Xmx1g $(pom_property rdma.jvm.module.flags)"
+  printf 'BENCH_CLASSPATH=%q\n' "$root/integration-tests/target/classes:$(cat "$work/deps.txt")"
+  printf 'BENCH_ROUNDS=%q\n' "$rounds"
+} > "$work/plan.sh"
+bash "$here/run.sh" --timeout "${BENCH_VM_TIMEOUT:-1500}" "${run_opts[@]}" -- bash "$here/bench-perftest.sh" --in-vm "$work/plan.sh"

@@ -159,6 +159,9 @@ final class PeerChannel {
                 if (state == ChannelState.SUSPECT && gen == generation) {
                     transition(ChannelState.READY, "progress resumed");
                 }
+            } else if (state == ChannelState.FAILED || state == ChannelState.CLOSED) {
+                finalFailure = true; // nothing will post it again: its caller must hear now
+                cause = unavailable("the " + describe() + " has " + state.name().toLowerCase(java.util.Locale.ROOT), cause);
             } else if (status == Status.QUEUE_FULL) {
                 waiting.addFirst(work);
             } else if (status == null || isPermanent(status) || ++work.attempts > options.reconnectMaxAttempts()) {

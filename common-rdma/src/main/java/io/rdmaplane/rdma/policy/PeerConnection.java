@@ -28,6 +28,7 @@ public final class PeerConnection implements AutoCloseable {
     private final AtomicLong bytesInFlight = new AtomicLong();
     private final Map<Long, PendingRequest> requests = new ConcurrentHashMap<>();
     private final AtomicBoolean firstBlockClaimed = new AtomicBoolean();
+    private volatile boolean failed;
 
     PeerConnection(PolicyClient client, InetSocketAddress address) {
         this.client = client;
@@ -50,9 +51,9 @@ public final class PeerConnection implements AutoCloseable {
         return channel(trafficClass).state();
     }
 
-    /** True when either channel has given up: callers should take their other path. */
+    /** True once either channel has given up (it stays so): callers should take their other path. */
     public boolean isFailed() {
-        return control.state() == ChannelState.FAILED || data.state() == ChannelState.FAILED;
+        return failed;
     }
 
     // ---------------------------------------------------------------- control requests
@@ -285,6 +286,7 @@ public final class PeerConnection implements AutoCloseable {
     }
 
     void channelFailed(PeerChannel channel) {
+        failed = true;
         client.peerFailed(this);
     }
 

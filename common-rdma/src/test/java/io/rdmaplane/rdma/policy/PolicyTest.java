@@ -365,7 +365,7 @@ class PolicyTest {
             f.serverNode.close();
             ExecutionException e = assertThrows(ExecutionException.class, () -> peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS));
             assertInstanceOf(PeerUnavailableException.class, e.getCause());
-            assertTrue(peer.isFailed());
+            assertTrue(peer.isFailed(), () -> peer + " " + f.transitions + " " + e.getCause());
             assertTrue(f.transitions.stream().anyMatch(t -> t.endsWith("->FAILED")), f.transitions.toString());
             assertTrue(f.count("rdma.fallbacks") >= 1);
         }

@@ -425,11 +425,11 @@ final class PeerChannel {
         if (old != null) {
             old.close();
         }
+        owner.channelFailed(this); // first, so whoever hears of a dropped work sees the peer as failed
         PeerUnavailableException cause = unavailable("the " + describe() + " failed: " + why, null);
         for (Work work : dropped) {
             work.failed(cause);
         }
-        owner.channelFailed(this);
     }
 
     void close() {

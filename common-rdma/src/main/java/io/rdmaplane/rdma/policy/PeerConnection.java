@@ -194,6 +194,7 @@ public final class PeerConnection implements AutoCloseable {
         private final int offset;
         private final CompletableFuture<Void> done;
         private final long started = System.nanoTime();
+        private final AtomicBoolean failedOnce = new AtomicBoolean();
 
         BlockRead(RemoteBlock block, MemoryRegion destination, int offset, CompletableFuture<Void> done) {
             this.block = block;
@@ -223,13 +224,18 @@ public final class PeerConnection implements AutoCloseable {
 
                     @Override
                     void failed(Throwable cause) {
-                        if (done.completeExceptionally(cause instanceof PeerUnavailableException ? cause
-                                : new BlockFetchException("READ of " + block + " from " + address + " failed: "
-                                + cause.getMessage(), false, cause))) {
-                            client.metrics().fallback();
-                        }
+                        fallBack(cause instanceof PeerUnavailableException ? cause : new BlockFetchException("READ of "
+                                + block + " from " + address + " failed: " + cause.getMessage(), false, cause));
                     }
                 });
+            }
+        }
+
+        /** Fails the block once, counted before the caller can see it (one of its pieces may fail too). */
+        private void fallBack(Throwable cause) {
+            if (failedOnce.compareAndSet(false, true)) {
+                client.metrics().fallback();
+                done.completeExceptionally(cause);
             }
         }
 
@@ -241,8 +247,7 @@ public final class PeerConnection implements AutoCloseable {
                 client.metrics().checksumCheck(intact);
                 if (!intact) {
                     if (retry) {
-                        client.metrics().fallback();
-                        done.completeExceptionally(new BlockFetchException("block " + block + " from " + address
+                        fallBack(new BlockFetchException("block " + block + " from " + address
                                 + " failed its CRC32C twice", true, null));
                     } else {
                         start(true, true); // READ it once more, verified

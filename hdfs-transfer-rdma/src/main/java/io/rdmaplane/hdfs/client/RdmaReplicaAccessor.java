@@ -220,6 +220,10 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         tcp = true;
         windowStart = -1;
         releaseLanding();
+        if (f.getCause() instanceof io.rdmaplane.rdma.policy.PeerUnavailableException) {
+            // its service may have moved (a restarted DataNode): ask the DataNode again after the negative-cache time
+            ctx.directory.forget(dataNode.getIpAddr(), dataNode.getXferPort(), negativeNanos);
+        }
         RdmaClientContext.count("hdfs.client.fallbacks");
         RdmaClientContext.count("hdfs.client.fallback." + f.reason);
         LOG.info("RDMA read of block {} from {} fell back to TCP ({}: {})", block.getBlock(), dataNode.getXferAddr(),

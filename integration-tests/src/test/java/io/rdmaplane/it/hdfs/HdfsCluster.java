@@ -42,6 +42,7 @@ final class HdfsCluster implements AutoCloseable {
         conf.setInt("dfs.namenode.handler.count", 4);
         conf.setInt("dfs.datanode.max.transfer.threads", 64);
         conf.set("dfs.datanode.plugins", RdmaDataNodePlugin.class.getName());
+        conf.set("dfs.datanode.rdma.idleRelease", "2s");
         cluster = new MiniDFSCluster.Builder(conf).numDataNodes(withPlugin).build();
         if (without > 0) {
             Configuration plain = new Configuration(conf);

@@ -254,6 +254,72 @@ class HdfsRdmaReadTest {
     }
 
     @Test
+    void corruptReplicaIsDetectedReportedAndReadFromAnother() throws Exception {
+        int size = HdfsCluster.BLOCK / 2;
+        byte[] expected = HdfsCluster.bytes(size, 4242);
+        hdfs.write("/corrupt", expected, 3, hdfs.cluster.getDataNodes().get(0), hdfs.cluster.getDataNodes().get(1),
+                withoutPlugin);
+        LocatedBlock block = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks("/corrupt", 0, size)
+                .getLocatedBlocks().get(0);
+        assertEquals(3, block.getLocations().length);
+        for (int dn = 0; dn < 2; dn++) { // both plug-in DataNodes: flip a byte in place on disk
+            java.io.File replica = hdfs.cluster.getBlockFile(dn, block.getBlock());
+            assertNotNull(replica, "a replica on plug-in DataNode " + dn);
+            try (java.io.RandomAccessFile file = new java.io.RandomAccessFile(replica, "rw")) {
+                file.seek(1000);
+                int b = file.read();
+                file.seek(1000);
+                file.write(b ^ 0xff);
+            }
+        }
+        long mismatches = counter("hdfs.client.checksum.mismatches");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/corrupt"))) {
+            assertArrayEquals(expected, HdfsCluster.readAll(in, 65536), "the bytes of the good replica");
+        }
+        assertTrue(counter("hdfs.client.checksum.mismatches") > mismatches, "the RDMA reader caught the flipped byte");
+        assertTrue(counter("hdfs.client.fallback.CHECKSUM") > 0);
+    }
+
+    @Test
+    void aServiceThatCannotStartLeavesTheDataNodeServingOverTcpAndSaysSo() throws Exception {
+        try (java.net.ServerSocket taken = new java.net.ServerSocket(0, 1, java.net.InetAddress.getByName("127.0.0.1"))) {
+            org.apache.hadoop.conf.Configuration bad = new org.apache.hadoop.conf.Configuration(hdfs.cluster.getConfiguration(0));
+            bad.setInt("dfs.datanode.rdma.port", taken.getLocalPort());
+            hdfs.cluster.startDataNodes(bad, 1, true, null, null);
+            hdfs.cluster.waitActive();
+            DataNode failed = hdfs.cluster.getDataNodes().get(hdfs.cluster.getDataNodes().size() - 1);
+            javax.management.ObjectName bean = new javax.management.ObjectName(RdmaDataNodePlugin.beanName(failed.getXferPort()));
+            javax.management.MBeanServer jmx = java.lang.management.ManagementFactory.getPlatformMBeanServer();
+            assertEquals("FAILED", jmx.getAttribute(bean, "State"));
+            assertTrue(((String) jmx.getAttribute(bean, "Error")).length() > 0);
+            assertEquals(0, jmx.getAttribute(bean, "Port"));
+            byte[] expected = HdfsCluster.bytes(5000, 5000);
+            hdfs.write("/on-failed", expected, 1, failed);
+            long rdmaBytes = counter("hdfs.client.rdma.bytes");
+            try (FSDataInputStream in = hdfs.rdma.open(new Path("/on-failed"))) {
+                assertArrayEquals(expected, HdfsCluster.readAll(in, 4096));
+            }
+            assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "read over TCP");
+        }
+    }
+
+    @Test
+    void idleRegionsAreReleased() throws Exception {
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + HdfsCluster.BLOCK))) {
+            HdfsCluster.readAll(in, 65536);
+        }
+        assertTrue(RdmaDataNodePlugin.running().stream().mapToLong(RdmaDataNodePlugin::getRegisteredBytes).sum() > 0);
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (RdmaDataNodePlugin.running().stream().mapToInt(RdmaDataNodePlugin::getRegions).sum() > 0
+                && System.nanoTime() < deadline) {
+            Thread.sleep(100);
+        }
+        assertEquals(0, RdmaDataNodePlugin.running().stream().mapToInt(RdmaDataNodePlugin::getRegions).sum(),
+                "regions idle for dfs.datanode.rdma.idleRelease are deregistered");
+        assertEquals(0, RdmaDataNodePlugin.running().stream().mapToLong(RdmaDataNodePlugin::getRegisteredBytes).sum());
+    }
+
+    @Test
     void unknownBlockIsDeclined() {
         assertNull(new RdmaReplicaAccessorBuilder().setFileName("/f1").setBlock(123456789L, "BP-none")
                 .setGenerationStamp(1).setVisibleLength(10).setConfiguration(hdfs.rdmaConf).build());

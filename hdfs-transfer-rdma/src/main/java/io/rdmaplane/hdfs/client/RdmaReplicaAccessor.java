@@ -9,7 +9,9 @@ import io.rdmaplane.rdma.policy.RemoteBlock;
 import java.io.IOException;
 import java.net.URI;
 import java.nio.ByteBuffer;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32;
 import java.util.zip.CRC32C;
@@ -48,9 +50,8 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
     private final int readahead;
     private final long negativeNanos;
 
-    private RegisteredBuffer landing;
-    private long windowStart = -1;
-    private int windowLength;
+    private Landing current;
+    private Landing next;
     private boolean tcp;
     private DFSInputStream plain;
 
@@ -93,8 +94,8 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         if (!tcp) {
             try {
                 int at = window(pos);
-                int got = (int) Math.min(n, windowStart + windowLength - pos);
-                landing.buffer().get(at, buf, off, got);
+                int got = (int) Math.min(n, current.start + current.length - pos);
+                current.buffer.buffer().get(at, buf, off, got);
                 RdmaClientContext.count("hdfs.client.rdma.bytes", got);
                 return got;
             } catch (Fallback f) {
@@ -116,8 +117,8 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         if (!tcp) {
             try {
                 int at = window(pos);
-                int got = (int) Math.min(n, windowStart + windowLength - pos);
-                dst.put(landing.buffer().slice(at, got));
+                int got = (int) Math.min(n, current.start + current.length - pos);
+                dst.put(current.buffer.buffer().slice(at, got));
                 RdmaClientContext.count("hdfs.client.rdma.bytes", got);
                 return got;
             } catch (Fallback f) {
@@ -130,43 +131,87 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         return got;
     }
 
-    /** Makes the window hold {@code pos}; returns where {@code pos} is in the landing buffer. */
+    /** A registered landing buffer and the range of the replica it holds (start -1: none). */
+    private static final class Landing {
+        final RegisteredBuffer buffer;
+        long start = -1;
+        int length;
+        /** The READ into it that may still be running; the buffer goes back to the pool only after it. */
+        CompletableFuture<Response> busy;
+
+        Landing(RegisteredBuffer buffer) {
+            this.buffer = buffer;
+        }
+
+        boolean holds(long pos) {
+            return pos >= start && pos < start + length;
+        }
+
+        void release() {
+            CompletableFuture<Response> running = busy;
+            if (running == null || running.isDone()) {
+                buffer.close();
+            } else {
+                running.whenComplete((r, e) -> buffer.close());
+            }
+        }
+    }
+
+    /** A refusal or malformed answer inside a fetch's future chain. */
+    private static final class Refused extends RuntimeException {
+        final Status status;
+
+        Refused(Status status, String message) {
+            super(message, null, false, false);
+            this.status = status;
+        }
+    }
+
+    /**
+     * Makes the current window hold {@code pos}, and starts READing the window after it into the
+     * other landing buffer, so a sequential reader's next window is on its way while it consumes
+     * this one. Returns where {@code pos} is in the current landing buffer.
+     */
     private int window(long pos) throws Fallback {
-        if (pos >= windowStart && pos < windowStart + windowLength) {
-            return (int) (pos - windowStart);
+        if (current != null && current.holds(pos)) {
+            return (int) (pos - current.start);
         }
         try {
-            if (landing == null) {
-                landing = ctx.pool.acquire(readahead);
+            if (current == null) {
+                current = new Landing(ctx.pool.acquire(readahead));
             }
-            int want = (int) Math.min(readahead, visibleLength - pos);
-            BlockProtocol.Request request = new BlockProtocol.Request(verify ? BlockProtocol.FLAG_CHECKSUMS : 0,
-                    block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(), block.getBlock().getGenerationStamp(),
-                    pos, want, landing.capacity(), token);
-            Response response = Response.decode(peer.request(request.encode()).get(WAIT_SECONDS, TimeUnit.SECONDS));
-            if (response.status() != Status.OK) {
-                ctx.refuse(block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(),
-                        block.getBlock().getGenerationStamp(), dataNode, negativeNanos);
-                throw new Fallback(response.status().name(), "the DataNode did not serve: " + response.message(), null);
+            boolean have = false;
+            if (next != null && next.busy != null) {
+                CompletableFuture<Response> prefetched = next.busy;
+                if (next.start == pos) {
+                    Response response = await(prefetched);
+                    Landing swap = current;
+                    current = next;
+                    next = swap;
+                    next.start = -1;
+                    accept(current, response);
+                    have = current.holds(pos);
+                } else {
+                    try {
+                        prefetched.get(WAIT_SECONDS, TimeUnit.SECONDS); // a seek: let the READ land, then reuse the buffer
+                    } catch (ExecutionException | TimeoutException ignored) {
+                        // the next fetch reports the peer's trouble, if it lasts
+                    }
+                    next.start = -1;
+                }
             }
-            if (response.rangeOffset() > pos || response.rangeOffset() + response.rangeLength() <= pos
-                    || response.rangeLength() > landing.capacity()) {
-                throw new Fallback("PROTOCOL", "the DataNode served a range that does not hold offset " + pos, null);
+            if (!have) {
+                current.start = -1; // the landing buffer is about to change
+                current.busy = fetch(current, pos);
+                accept(current, await(current.busy));
             }
-            windowStart = -1; // the landing buffer is about to change
-            RemoteBlock remote = new RemoteBlock(response.address(), response.rkey(), response.rangeLength(), response.crc32c());
-            peer.read(remote, landing.region(), landing.offset()).get(WAIT_SECONDS, TimeUnit.SECONDS);
-            if (verify) {
-                verifyChunks(response);
+            long after = current.start + current.length;
+            if (after < visibleLength) {
+                prefetch(after);
             }
-            windowStart = response.rangeOffset();
-            windowLength = response.rangeLength();
-            RdmaClientContext.count("hdfs.client.rdma.windows");
-            return (int) (pos - windowStart);
+            return (int) (pos - current.start);
         } catch (Fallback f) {
             throw f;
-        } catch (ExecutionException e) {
-            throw new Fallback(e.getCause().getClass().getSimpleName(), String.valueOf(e.getCause().getMessage()), e.getCause());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new Fallback("INTERRUPTED", "interrupted", e);
@@ -175,7 +220,66 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         }
     }
 
-    private void verifyChunks(Response response) throws Fallback {
+    private void prefetch(long pos) {
+        try {
+            if (next == null) {
+                next = new Landing(ctx.pool.acquire(readahead));
+            }
+            next.start = pos; // the asked position; the answer's range starts there (a chunk boundary)
+            next.busy = fetch(next, pos);
+        } catch (Exception e) {
+            LOG.debug("no read-ahead window for block {}: {}", block.getBlock(), e.toString()); // reads go on window by window
+        }
+    }
+
+    /** Asks for the window at {@code pos} and READs it into {@code into}; completes with the answer. */
+    private CompletableFuture<Response> fetch(Landing into, long pos) {
+        int want = (int) Math.min(readahead, visibleLength - pos);
+        BlockProtocol.Request request = new BlockProtocol.Request(verify ? BlockProtocol.FLAG_CHECKSUMS : 0,
+                block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(), block.getBlock().getGenerationStamp(),
+                pos, want, into.buffer.capacity(), token);
+        return peer.request(request.encode()).thenCompose(bytes -> {
+            Response response = Response.decode(bytes);
+            if (response.status() != Status.OK) {
+                throw new Refused(response.status(), "the DataNode did not serve: " + response.message());
+            }
+            if (response.rangeOffset() > pos || response.rangeOffset() + response.rangeLength() <= pos
+                    || response.rangeLength() > into.buffer.capacity()) {
+                throw new Refused(Status.ERROR, "the DataNode served a range that does not hold offset " + pos);
+            }
+            RemoteBlock remote = new RemoteBlock(response.address(), response.rkey(), response.rangeLength(), response.crc32c());
+            return peer.read(remote, into.buffer.region(), into.buffer.offset()).thenApply(v -> response);
+        });
+    }
+
+    private Response await(CompletableFuture<Response> fetch) throws Fallback, InterruptedException {
+        try {
+            return fetch.get(WAIT_SECONDS, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause() instanceof java.util.concurrent.CompletionException && e.getCause().getCause() != null
+                    ? e.getCause().getCause() : e.getCause();
+            if (cause instanceof Refused refused) {
+                ctx.refuse(block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(),
+                        block.getBlock().getGenerationStamp(), dataNode, negativeNanos);
+                throw new Fallback(refused.status.name(), refused.getMessage(), null);
+            }
+            throw new Fallback(cause.getClass().getSimpleName(), String.valueOf(cause.getMessage()), cause);
+        } catch (TimeoutException e) {
+            throw new Fallback("TIMEOUT", "no answer or READ within " + WAIT_SECONDS + " s", e);
+        }
+    }
+
+    /** Verifies a landed window (when HDFS asks for it) and makes it the range {@code into} holds. */
+    private void accept(Landing into, Response response) throws Fallback {
+        if (verify) {
+            verifyChunks(into.buffer.buffer(), response);
+        }
+        into.start = response.rangeOffset();
+        into.length = response.rangeLength();
+        RdmaClientContext.count("hdfs.client.rdma.windows");
+    }
+
+    private void verifyChunks(ByteBuffer data, Response response) throws Fallback {
         Checksum sum = switch (response.checksumType()) {
             case 0 -> null; // the file was written without checksums
             case 1 -> new CRC32();
@@ -190,7 +294,6 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         if (response.checksums().length != chunks * 4) {
             throw new Fallback("PROTOCOL", response.checksums().length / 4 + " checksums for " + chunks + " chunks", null);
         }
-        ByteBuffer data = landing.buffer();
         ByteBuffer sums = ByteBuffer.wrap(response.checksums());
         for (int i = 0; i < chunks; i++) {
             int from = i * bpc;
@@ -218,7 +321,6 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
 
     private void fallBack(Fallback f) {
         tcp = true;
-        windowStart = -1;
         releaseLanding();
         if (f.getCause() instanceof io.rdmaplane.rdma.policy.PeerUnavailableException) {
             // its service may have moved (a restarted DataNode): ask the DataNode again after the negative-cache time
@@ -251,9 +353,13 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
     }
 
     private void releaseLanding() {
-        if (landing != null) {
-            landing.close();
-            landing = null;
+        if (current != null) {
+            current.release();
+            current = null;
+        }
+        if (next != null) {
+            next.release();
+            next = null;
         }
     }
 

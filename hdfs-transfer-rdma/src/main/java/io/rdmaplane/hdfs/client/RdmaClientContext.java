@@ -63,7 +63,7 @@ final class RdmaClientContext {
     }
 
     /** The JVM's context, or null when it could not be made (logged once; HDFS then reads over TCP). */
-    static RdmaClientContext get(Conf c) {
+    static RdmaClientContext get(Configuration conf, Conf c) {
         RdmaClientContext ctx = instance;
         if (ctx != null || initFailure != null) {
             return ctx;
@@ -71,6 +71,9 @@ final class RdmaClientContext {
         synchronized (RdmaClientContext.class) {
             if (instance == null && initFailure == null) {
                 try {
+                    java.util.List<String> names = new java.util.ArrayList<>();
+                    conf.forEach(e -> names.add(e.getKey()));
+                    HdfsRdmaConfig.CLIENT.checkNoUnknownKeys(names); // a typo is an error naming the key, not ignored
                     instance = new RdmaClientContext(c);
                 } catch (Throwable t) {
                     initFailure = t;

@@ -119,7 +119,7 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
         if (!"hdfs".equals(nameNode.getScheme())) {
             return null;
         }
-        RdmaClientContext ctx = RdmaClientContext.get(c);
+        RdmaClientContext ctx = RdmaClientContext.get(conf, c);
         if (ctx == null) {
             return null;
         }

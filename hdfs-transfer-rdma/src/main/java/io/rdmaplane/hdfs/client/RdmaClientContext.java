@@ -129,8 +129,8 @@ final class RdmaClientContext {
         Located cached = locations.get(key);
         LocatedBlockInFile found = cached != null && now - cached.fetchedNanos < LOCATIONS_TTL_NANOS
                 ? find(cached.blocks, poolId, blockId, genStamp) : null;
-        if (found != null) {
-            return found;
+        if (found != null && !found.underConstruction()) {
+            return found; // a block being written may be complete by now: ask again for it
         }
         LocatedBlocks fresh = plainClient(nameNode, conf).getLocatedBlocks(file, 0, Long.MAX_VALUE);
         count("hdfs.client.locationLookups");

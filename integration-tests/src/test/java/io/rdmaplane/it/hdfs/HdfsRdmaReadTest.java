@@ -320,6 +320,32 @@ class HdfsRdmaReadTest {
     }
 
     @Test
+    void appendedFileIsReadWithItsNewBytesNeverStaleOnes() throws Exception {
+        byte[] first = HdfsCluster.bytes(HdfsCluster.BLOCK + 1000, 31);
+        byte[] more = HdfsCluster.bytes(5000, 32);
+        byte[] all = new byte[first.length + more.length];
+        System.arraycopy(first, 0, all, 0, first.length);
+        System.arraycopy(more, 0, all, first.length, more.length);
+        hdfs.write("/append", first, 2, hdfs.cluster.getDataNodes().get(0), hdfs.cluster.getDataNodes().get(1));
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/append"))) {
+            assertArrayEquals(first, HdfsCluster.readAll(in, 65536));
+        }
+        try (org.apache.hadoop.fs.FSDataOutputStream out = hdfs.stock.append(new Path("/append"))) {
+            out.write(more);
+            out.hflush();
+            // the last block is being written: HDFS's own reader serves it, with the flushed bytes
+            try (FSDataInputStream in = hdfs.rdma.open(new Path("/append"))) {
+                assertArrayEquals(all, HdfsCluster.readAll(in, 65536));
+            }
+        }
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/append"))) {
+            assertArrayEquals(all, HdfsCluster.readAll(in, 65536), "the appended block, new generation stamp");
+        }
+        assertEquals(all.length, counter("hdfs.client.rdma.bytes") - rdmaBytes, "once closed, all of it through RDMA");
+    }
+
+    @Test
     void unknownBlockIsDeclined() {
         assertNull(new RdmaReplicaAccessorBuilder().setFileName("/f1").setBlock(123456789L, "BP-none")
                 .setGenerationStamp(1).setVisibleLength(10).setConfiguration(hdfs.rdmaConf).build());

@@ -223,6 +223,9 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
     private void prefetch(long pos) {
         try {
             if (next == null) {
+                if (ctx.pool.inUseBytes() + 2L * readahead > ctx.pool.options().capacityBytes()) {
+                    return; // the pool is getting full: its room goes to readers' first windows, not to read-ahead
+                }
                 next = new Landing(ctx.pool.acquire(readahead));
             }
             next.start = pos; // the asked position; the answer's range starts there (a chunk boundary)

@@ -53,6 +53,12 @@ final class HdfsCluster implements AutoCloseable {
         URI uri = cluster.getURI();
         rdmaConf = new Configuration(conf);
         rdmaConf.set(ACCESSOR_KEY, RdmaReplicaAccessorBuilder.class.getName());
+        // A lost DataNode service is given up quickly, so a test of it does not wait out the production backoff.
+        // (The client's transport is one per JVM, made from the first configuration that reads.)
+        rdmaConf.set("dfs.rdma.reconnect.base", "10ms");
+        rdmaConf.set("dfs.rdma.reconnect.jitter", "10ms");
+        rdmaConf.set("dfs.rdma.reconnect.cap", "100ms");
+        rdmaConf.set("dfs.rdma.reconnect.maxAttempts", "3");
         rdma = FileSystem.newInstance(uri, rdmaConf);
         Configuration stockConf = new Configuration(conf);
         stock = FileSystem.newInstance(uri, stockConf);

@@ -266,6 +266,13 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
                         block.getBlock().getGenerationStamp(), dataNode, negativeNanos);
                 throw new Fallback(refused.status.name(), refused.getMessage(), null);
             }
+            if (cause instanceof io.rdmaplane.rdma.policy.BlockFetchException failed && failed.isChecksumMismatch()) {
+                // READ twice and twice not the CRC32C the DataNode derived from the replica's stored chunk sums:
+                // the replica's bytes are bad (a link that flips bits twice in a row is far less likely)
+                RdmaClientContext.count("hdfs.client.checksum.mismatches");
+                reportBadReplica();
+                throw new Fallback("CHECKSUM", cause.getMessage(), cause);
+            }
             throw new Fallback(cause.getClass().getSimpleName(), String.valueOf(cause.getMessage()), cause);
         } catch (TimeoutException e) {
             throw new Fallback("TIMEOUT", "no answer or READ within " + WAIT_SECONDS + " s", e);

@@ -36,6 +36,8 @@ final class BlockService implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(BlockService.class);
     /** Stored checksums per response at most, so a response stays well within one control message. */
     static final int MAX_CHECKSUM_BYTES = 40 << 10;
+    /** Hadoop's DataChecksum type id of CRC32C. */
+    private static final int CRC32C_TYPE = 2;
 
     /** What the service needs from the DataNode; the plug-in passes the real one, tests may pass others. */
     interface DataNodeView {
@@ -137,8 +139,11 @@ final class BlockService implements AutoCloseable {
                     + bpc + "-byte chunk");
         }
         int rangeLength = (int) (end - start);
+        // Stored CRC32C chunk sums give the range's CRC32C without this process touching the bytes
+        // (the NIC, or the tcp transport, reads them); other checksum types: hash the mapped range.
+        boolean crc32cStored = layout.typeId() == CRC32C_TYPE && layout.checksumSize() == 4;
         byte[] sums = new byte[0];
-        if (request.wantsChecksums() && layout.checksumSize() > 0) {
+        if ((request.wantsChecksums() || crc32cStored) && layout.checksumSize() > 0) {
             long firstChunk = start / bpc;
             int chunks = (int) ((rangeLength + bpc - 1) / bpc);
             sums = new byte[chunks * layout.checksumSize()];
@@ -147,8 +152,17 @@ final class BlockService implements AutoCloseable {
                 meta.readFully(sums);
             }
         }
-        CRC32C crc = new CRC32C();
-        crc.update(region.mapping.slice((int) start, rangeLength));
+        int rangeCrc;
+        if (crc32cStored) {
+            rangeCrc = concatenated(sums, bpc, rangeLength);
+        } else {
+            CRC32C crc = new CRC32C();
+            crc.update(region.mapping.slice((int) start, rangeLength));
+            rangeCrc = (int) crc.getValue();
+        }
+        if (!request.wantsChecksums()) {
+            sums = new byte[0];
+        }
         // The replica may have changed while we mapped and hashed: hand out nothing stale.
         Replica now = dataset.getReplica(request.poolId(), request.blockId());
         if (now == null || now.getState() != ReplicaState.FINALIZED || now.getGenerationStamp() != request.generationStamp()) {
@@ -156,7 +170,7 @@ final class BlockService implements AutoCloseable {
             return Response.refused(Status.STALE_GENERATION, "replica changed while being served");
         }
         return new Response(Status.OK, "", start, rangeLength, region.memory.address() + start, region.memory.rkey(),
-                (int) crc.getValue(), layout.typeId(), bpc, sums);
+                rangeCrc, layout.typeId(), bpc, sums);
     }
 
     /** True while the replica behind a region is still finalized with the same generation stamp. */
@@ -164,6 +178,19 @@ final class BlockService implements AutoCloseable {
         Replica replica = dataNode.dataset().getReplica(key.poolId(), key.blockId());
         return replica != null && replica.getState() == ReplicaState.FINALIZED
                 && replica.getGenerationStamp() == key.generationStamp();
+    }
+
+    /** The CRC32C of {@code length} bytes in chunks of {@code bpc} from the chunks' CRC32Cs (big-endian ints). */
+    static int concatenated(byte[] sums, int bpc, int length) {
+        ByteBuffer crcs = ByteBuffer.wrap(sums);
+        int chunks = (length + bpc - 1) / bpc;
+        int[] full = Crc32cConcat.shift(bpc);
+        int crc = crcs.getInt(0);
+        for (int i = 1; i < chunks; i++) {
+            int chunk = Math.min(bpc, length - i * bpc);
+            crc = Crc32cConcat.concat(crc, crcs.getInt(i * 4), chunk == bpc ? full : Crc32cConcat.shift(chunk));
+        }
+        return crc;
     }
 
     private static long ceil(long value, int unit) {

@@ -79,6 +79,7 @@ class HdfsRdmaReadTest {
         long fallbacks = counter("hdfs.client.fallbacks");
         long servedBefore = served();
         long tokenRefusals = tokenRefusals();
+        long checksumFailures = counter("rdma.checksum.failures");
         long total = 0;
         for (int size : SIZES) {
             byte[] expected = HdfsCluster.bytes(size, size);
@@ -95,6 +96,7 @@ class HdfsRdmaReadTest {
         }
         assertEquals(fallbacks, counter("hdfs.client.fallbacks"), "no read fell back");
         assertEquals(total, counter("hdfs.client.rdma.bytes") - rdmaBytes, "every byte came through RDMA READ");
+        assertEquals(checksumFailures, counter("rdma.checksum.failures"));
         assertTrue(served() > servedBefore, "the DataNodes served the windows (good block tokens accepted)");
         assertEquals(tokenRefusals, tokenRefusals());
     }
@@ -259,25 +261,50 @@ class HdfsRdmaReadTest {
         byte[] expected = HdfsCluster.bytes(size, 4242);
         hdfs.write("/corrupt", expected, 3, hdfs.cluster.getDataNodes().get(0), hdfs.cluster.getDataNodes().get(1),
                 withoutPlugin);
-        LocatedBlock block = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks("/corrupt", 0, size)
-                .getLocatedBlocks().get(0);
-        assertEquals(3, block.getLocations().length);
-        for (int dn = 0; dn < 2; dn++) { // both plug-in DataNodes: flip a byte in place on disk
+        LocatedBlock block = locations("/corrupt", size, 3);
+        java.util.Set<Integer> served = new java.util.HashSet<>();
+        RdmaDataNodePlugin.running().forEach(p -> served.add(p.dataNode().getXferPort()));
+        int corrupted = 0;
+        int intact = 0;
+        for (int dn = 0; dn < hdfs.cluster.getDataNodes().size(); dn++) {
             java.io.File replica = hdfs.cluster.getBlockFile(dn, block.getBlock());
-            assertNotNull(replica, "a replica on plug-in DataNode " + dn);
-            try (java.io.RandomAccessFile file = new java.io.RandomAccessFile(replica, "rw")) {
+            if (replica == null) {
+                continue;
+            }
+            if (!served.contains(hdfs.cluster.getDataNodes().get(dn).getXferPort())) {
+                intact++; // the replica HDFS's own reader will find good
+                continue;
+            }
+            try (java.io.RandomAccessFile file = new java.io.RandomAccessFile(replica, "rw")) { // flip a byte in place
                 file.seek(1000);
                 int b = file.read();
                 file.seek(1000);
                 file.write(b ^ 0xff);
             }
+            corrupted++;
         }
+        assertTrue(corrupted > 0 && intact > 0, corrupted + " replicas corrupted on plug-in DataNodes, " + intact + " intact");
         long mismatches = counter("hdfs.client.checksum.mismatches");
         try (FSDataInputStream in = hdfs.rdma.open(new Path("/corrupt"))) {
             assertArrayEquals(expected, HdfsCluster.readAll(in, 65536), "the bytes of the good replica");
         }
+        // caught by the chunk sums, or first by the sampled range CRC32C (derived from the same stored sums)
         assertTrue(counter("hdfs.client.checksum.mismatches") > mismatches, "the RDMA reader caught the flipped byte");
         assertTrue(counter("hdfs.client.fallback.CHECKSUM") > 0);
+    }
+
+    /** The block list of {@code path} once its first block has {@code replicas} locations (block reports are asynchronous). */
+    private static LocatedBlock locations(String path, long size, int replicas) throws Exception {
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (true) {
+            LocatedBlock block = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks(path, 0, size)
+                    .getLocatedBlocks().get(0);
+            if (block.getLocations().length >= replicas || System.nanoTime() > deadline) {
+                assertEquals(replicas, block.getLocations().length, path + " replicas");
+                return block;
+            }
+            Thread.sleep(50);
+        }
     }
 
     @Test

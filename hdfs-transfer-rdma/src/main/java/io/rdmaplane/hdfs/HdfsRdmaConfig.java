@@ -14,7 +14,7 @@ public final class HdfsRdmaConfig {
             "Whether the client reads block data with RDMA READ (false: the accessor always declines, HDFS reads over TCP).");
     public static final ConfigKey<Integer> CLIENT_DATANODE_PORT = ConfigKey.intKey("datanode.port", 0, 0, 65535,
             "RDMA port of every DataNode when they all use one fixed port; 0 = ask each DataNode (its /jmx lists the port its plug-in bound).");
-    public static final ConfigKey<Long> CLIENT_READAHEAD = ConfigKey.byteSizeKey("readahead", "4m", "64k", "4m",
+    public static final ConfigKey<Long> CLIENT_READAHEAD = ConfigKey.byteSizeKey("readahead", "4m", "64k", "8m",
             "Bytes one RDMA READ window covers; each open block reader holds two registered landing buffers of this size (the window being read and the next).");
     public static final ConfigKey<Duration> CLIENT_DISCOVERY_TIMEOUT = ConfigKey.durationKey("discovery.timeout", "2s",
             "10ms", "1m", "Connect and read timeout of asking a DataNode's HTTP server for its RDMA port.");

@@ -19,7 +19,7 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * and positioned reads of random ranges, each client in turn, rounds alternating. Prints both and
  * the ratio (plug-in / stock). A benchmark, not a test: nothing here asserts a time.
  *
- * <p>Arguments (all optional): {@code sizeMiB=512 blockMiB=64 rounds=3 preadKiB=1024 preads=256}.
+ * <p>Arguments (all optional): {@code sizeMiB=512 blockMiB=64 rounds=3 preadKiB=1024 preads=256 readahead=4m}.
  * It lives with the tests because MiniDFSCluster is a test dependency; run it with
  * {@code mvn -B -q -Prun -DskipTests verify -pl integration-tests -am -Dexec.classpathScope=test
  * -Drun.main=io.rdmaplane.it.bench.HdfsReadBenchmark}.
@@ -41,6 +41,7 @@ public final class HdfsReadBenchmark {
             cluster.waitActive();
             Configuration rdmaConf = new Configuration(conf);
             rdmaConf.set("dfs.client.replica.accessor.builder.classes", RdmaReplicaAccessorBuilder.class.getName());
+            rdmaConf.set("dfs.rdma.readahead", Args.get(args, "readahead", "4m"));
             FileSystem rdma = FileSystem.newInstance(cluster.getURI(), rdmaConf);
             FileSystem stock = FileSystem.newInstance(cluster.getURI(), new Configuration(conf));
             org.apache.hadoop.fs.Path file = new org.apache.hadoop.fs.Path("/bench");

@@ -127,7 +127,9 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         }
         ByteBuffer part = dst.slice(dst.position(), n);
         int got = tcpRead(pos, part);
-        dst.position(dst.position() + got);
+        if (got > 0) {
+            dst.position(dst.position() + got);
+        }
         return got;
     }
 

@@ -106,6 +106,33 @@ class HdfsRdmaReadTest {
     }
 
     @Test
+    void byteBufferReadsAreIdentical() throws IOException {
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        for (int size : SIZES) {
+            byte[] expected = HdfsCluster.bytes(size, size);
+            for (boolean direct : new boolean[] {true, false}) {
+                java.nio.ByteBuffer buffer = direct ? java.nio.ByteBuffer.allocateDirect(70_000) : java.nio.ByteBuffer.allocate(70_000);
+                ByteArrayOutputStream got = new ByteArrayOutputStream();
+                try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + size))) {
+                    while (true) {
+                        buffer.clear();
+                        int n = in.read(buffer);
+                        if (n < 0) {
+                            break;
+                        }
+                        buffer.flip();
+                        byte[] chunk = new byte[buffer.remaining()];
+                        buffer.get(chunk);
+                        got.write(chunk);
+                    }
+                }
+                assertArrayEquals(expected, got.toByteArray(), size + " B, direct " + direct);
+            }
+        }
+        assertTrue(counter("hdfs.client.rdma.bytes") > rdmaBytes);
+    }
+
+    @Test
     void emptyFile() throws IOException {
         try (FSDataInputStream in = hdfs.rdma.open(new Path("/empty"))) {
             assertEquals(-1, in.read());

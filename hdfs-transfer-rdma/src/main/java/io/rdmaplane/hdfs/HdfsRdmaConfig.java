@@ -1,14 +1,46 @@
 package io.rdmaplane.hdfs;
 
+import io.rdmaplane.rdma.config.ConfigKey;
 import io.rdmaplane.rdma.config.ConfigRegistry;
 import io.rdmaplane.rdma.config.PolicyKeys;
+import java.time.Duration;
+import java.util.List;
+import java.util.stream.Stream;
 
 /** The settings of the HDFS plug-ins, read from the Hadoop Configuration of each side. */
 public final class HdfsRdmaConfig {
+    // ---------------------------------------------------------------- client (dfs.rdma.)
+    public static final ConfigKey<Boolean> CLIENT_ENABLED = ConfigKey.booleanKey("enabled", true,
+            "Whether the client reads block data with RDMA READ (false: the accessor always declines, HDFS reads over TCP).");
+    public static final ConfigKey<Integer> CLIENT_DATANODE_PORT = ConfigKey.intKey("datanode.port", 0, 0, 65535,
+            "RDMA port of every DataNode when they all use one fixed port; 0 = ask each DataNode (its /jmx lists the port its plug-in bound).");
+    public static final ConfigKey<Long> CLIENT_READAHEAD = ConfigKey.byteSizeKey("readahead", "4m", "64k", "8m",
+            "Bytes one RDMA READ window covers; each open block reader holds two registered landing buffers of this size (the window being read and the next).");
+    public static final ConfigKey<Duration> CLIENT_DISCOVERY_TIMEOUT = ConfigKey.durationKey("discovery.timeout", "2s",
+            "10ms", "1m", "Connect and read timeout of asking a DataNode's HTTP server for its RDMA port.");
+    public static final ConfigKey<Duration> CLIENT_NEGATIVE_CACHE = ConfigKey.durationKey("negativeCache.time", "30s",
+            "0ms", "1h", "How long a DataNode without a usable RDMA service (or a block it refused) is read over TCP before RDMA is tried again.");
+
+    // ---------------------------------------------------------------- DataNode (dfs.datanode.rdma.)
+    public static final ConfigKey<Boolean> DN_ENABLED = ConfigKey.booleanKey("enabled", true,
+            "Whether the plug-in listed in dfs.datanode.plugins starts the RDMA block service.");
+    public static final ConfigKey<Long> DN_REGISTERED_CAP = ConfigKey.byteSizeKey("registered.cap", "1g", "8m", "1t",
+            "Cap on the bytes of block-file mappings registered for READ at once; past it idle regions are released, else clients fall back.");
+    public static final ConfigKey<Duration> DN_IDLE_RELEASE = ConfigKey.durationKey("idleRelease", "30s", "10ms", "1h",
+            "A registered block region not asked for this long is deregistered (and so is one whose replica is gone or changed).");
+    public static final ConfigKey<Duration> DN_LEASE = ConfigKey.durationKey("lease", "5s", "0ms", "10m",
+            "A region handed to a client is not released to make room under the cap for this long, so its READs can finish.");
+
+    private static final List<ConfigKey<?>> CLIENT_KEYS = List.of(CLIENT_ENABLED, CLIENT_DATANODE_PORT, CLIENT_READAHEAD,
+            CLIENT_DISCOVERY_TIMEOUT, CLIENT_NEGATIVE_CACHE);
+    private static final List<ConfigKey<?>> DATANODE_KEYS = List.of(DN_ENABLED, DN_REGISTERED_CAP, DN_IDLE_RELEASE, DN_LEASE);
+
     /** The client's reader (ReplicaAccessorBuilder). */
-    public static final ConfigRegistry CLIENT = new ConfigRegistry("HDFS client", "dfs.rdma.", PolicyKeys.SHARED);
+    public static final ConfigRegistry CLIENT = new ConfigRegistry("HDFS client", "dfs.rdma.",
+            Stream.concat(PolicyKeys.SHARED.stream(), CLIENT_KEYS.stream()).toList());
     /** The DataNode plug-in (ServicePlugin). */
-    public static final ConfigRegistry DATANODE = new ConfigRegistry("HDFS DataNode", "dfs.datanode.rdma.", PolicyKeys.SHARED);
+    public static final ConfigRegistry DATANODE = new ConfigRegistry("HDFS DataNode", "dfs.datanode.rdma.",
+            Stream.concat(PolicyKeys.SHARED.stream(), DATANODE_KEYS.stream()).toList());
 
     private HdfsRdmaConfig() {
     }

@@ -1,0 +1,187 @@
+package io.rdmaplane.hdfs.client;
+
+import com.codahale.metrics.MetricRegistry;
+import io.rdmaplane.hdfs.HdfsRdmaConfig;
+import io.rdmaplane.rdma.config.Conf;
+import io.rdmaplane.rdma.config.PolicyKeys;
+import io.rdmaplane.rdma.config.TransportKeys;
+import io.rdmaplane.rdma.memory.RegisteredMemoryPool;
+import io.rdmaplane.rdma.policy.PolicyClient;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.Providers;
+import java.io.IOException;
+import java.net.URI;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.hdfs.DFSClient;
+import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
+import org.apache.hadoop.hdfs.protocol.LocatedBlock;
+import org.apache.hadoop.hdfs.protocol.LocatedBlocks;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What the HDFS client's RDMA readers of one JVM share: the transport node, the policy client
+ * (one connection pair per DataNode), the registered landing pool, the DataNode directory, the
+ * per-file block locations, and plain DFSClients (without the accessor) for locations, bad-block
+ * reports and the TCP fallback. Made on first use from the first configuration that enables it.
+ */
+final class RdmaClientContext {
+    private static final Logger LOG = LoggerFactory.getLogger(RdmaClientContext.class);
+    static final String BUILDER_CLASSES_KEY = "dfs.client.replica.accessor.builder.classes";
+    private static final long LOCATIONS_TTL_NANOS = 30_000_000_000L;
+    private static final PolicyMetrics METRICS = new PolicyMetrics();
+    private static volatile RdmaClientContext instance;
+    private static volatile Throwable initFailure;
+
+    final Node node;
+    final PolicyClient policy;
+    final RegisteredMemoryPool pool;
+    final DataNodeDirectory directory = new DataNodeDirectory();
+    private final Map<URI, DFSClient> plainClients = new ConcurrentHashMap<>();
+    private final Map<String, Located> locations = new ConcurrentHashMap<>();
+    /** Blocks a DataNode refused, until when: read over TCP meanwhile. Key: pool/block/genstamp@ip:xferPort. */
+    private final Map<String, Long> refusedUntil = new ConcurrentHashMap<>();
+
+    private record Located(LocatedBlocks blocks, long fetchedNanos) {
+    }
+
+    private RdmaClientContext(Conf c) throws Exception {
+        node = Providers.select(c.get(TransportKeys.PROVIDER)).createNode(TransportKeys.nodeOptions(c, "0.0.0.0"));
+        try {
+            policy = new PolicyClient(node, PolicyKeys.policyOptions(c, null), METRICS);
+            pool = new RegisteredMemoryPool(node, TransportKeys.poolOptions(c));
+            METRICS.watchPool("hdfsClient", pool);
+        } catch (Exception | Error e) {
+            node.close();
+            throw e;
+        }
+        LOG.info("HDFS RDMA reads enabled in this JVM over the {} provider", node.providerName());
+    }
+
+    /** The JVM's context, or null when it could not be made (logged once; HDFS then reads over TCP). */
+    static RdmaClientContext get(Configuration conf, Conf c) {
+        RdmaClientContext ctx = instance;
+        if (ctx != null || initFailure != null) {
+            return ctx;
+        }
+        synchronized (RdmaClientContext.class) {
+            if (instance == null && initFailure == null) {
+                try {
+                    java.util.List<String> names = new java.util.ArrayList<>();
+                    conf.forEach(e -> names.add(e.getKey()));
+                    HdfsRdmaConfig.CLIENT.checkNoUnknownKeys(names); // a typo is an error naming the key, not ignored
+                    instance = new RdmaClientContext(c);
+                } catch (Throwable t) {
+                    initFailure = t;
+                    LOG.warn("HDFS RDMA reads are OFF in this JVM: the transport could not start ({}); reading over TCP", t.toString(), t);
+                }
+            }
+            return instance;
+        }
+    }
+
+    static PolicyMetrics metrics() {
+        return METRICS;
+    }
+
+    static void count(String name) {
+        METRICS.registry().counter(name).inc();
+    }
+
+    static void count(String name, long n) {
+        METRICS.registry().counter(name).inc(n);
+    }
+
+    static MetricRegistry registry() {
+        return METRICS.registry();
+    }
+
+    /** A DFSClient for {@code nameNode} that never uses a replica accessor: no recursion into us. */
+    DFSClient plainClient(URI nameNode, Configuration conf) throws IOException {
+        DFSClient existing = plainClients.get(nameNode);
+        if (existing != null) {
+            return existing;
+        }
+        synchronized (plainClients) {
+            existing = plainClients.get(nameNode);
+            if (existing == null) {
+                Configuration plain = new Configuration(conf);
+                plain.unset(BUILDER_CLASSES_KEY);
+                existing = new DFSClient(nameNode, plain);
+                plainClients.put(nameNode, existing);
+            }
+            return existing;
+        }
+    }
+
+    /**
+     * The located block {@code blockId} of {@code file} (cached per file; asked again once when the
+     * block or its generation stamp is not in the cached list), or null.
+     */
+    LocatedBlockInFile locate(URI nameNode, Configuration conf, String file, String poolId, long blockId, long genStamp)
+            throws IOException {
+        String key = nameNode + file;
+        long now = System.nanoTime();
+        Located cached = locations.get(key);
+        LocatedBlockInFile found = cached != null && now - cached.fetchedNanos < LOCATIONS_TTL_NANOS
+                ? find(cached.blocks, poolId, blockId, genStamp) : null;
+        if (found != null && !found.underConstruction()) {
+            return found; // a block being written may be complete by now: ask again for it
+        }
+        LocatedBlocks fresh = plainClient(nameNode, conf).getLocatedBlocks(file, 0, Long.MAX_VALUE);
+        count("hdfs.client.locationLookups");
+        if (fresh == null) {
+            return null;
+        }
+        locations.put(key, new Located(fresh, now));
+        if (locations.size() > 10_000) {
+            locations.clear(); // a crude bound: long-lived clients open many files
+        }
+        return find(fresh, poolId, blockId, genStamp);
+    }
+
+    /** A block with its place in the file and whether it is the file's block still being written. */
+    record LocatedBlockInFile(LocatedBlock block, boolean underConstruction) {
+    }
+
+    private static LocatedBlockInFile find(LocatedBlocks blocks, String poolId, long blockId, long genStamp) {
+        for (LocatedBlock lb : blocks.getLocatedBlocks()) {
+            if (lb.getBlock().getBlockId() == blockId) {
+                if (!lb.getBlock().getBlockPoolId().equals(poolId) || lb.getBlock().getGenerationStamp() != genStamp) {
+                    return null;
+                }
+                boolean last = lb == blocks.getLocatedBlocks().get(blocks.getLocatedBlocks().size() - 1);
+                return new LocatedBlockInFile(lb, last && blocks.isUnderConstruction() && !blocks.isLastBlockComplete());
+            }
+        }
+        return null;
+    }
+
+    void refuse(String poolId, long blockId, long genStamp, DatanodeInfo dn, long nanos) {
+        refusedUntil.put(refusalKey(poolId, blockId, genStamp, dn), System.nanoTime() + nanos);
+    }
+
+    boolean refused(String poolId, long blockId, long genStamp, DatanodeInfo dn) {
+        Long until = refusedUntil.get(refusalKey(poolId, blockId, genStamp, dn));
+        if (until == null) {
+            return false;
+        }
+        if (System.nanoTime() - until >= 0) {
+            refusedUntil.remove(refusalKey(poolId, blockId, genStamp, dn), until);
+            return false;
+        }
+        return true;
+    }
+
+    private static String refusalKey(String poolId, long blockId, long genStamp, DatanodeInfo dn) {
+        return poolId + "/" + blockId + "/" + genStamp + "@" + dn.getIpAddr() + ":" + dn.getXferPort();
+    }
+
+    static URI nameNodeOf(Configuration conf) {
+        return FileSystem.getDefaultUri(conf);
+    }
+}

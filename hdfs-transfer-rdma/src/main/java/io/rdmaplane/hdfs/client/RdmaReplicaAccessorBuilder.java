@@ -1,0 +1,150 @@
+package io.rdmaplane.hdfs.client;
+
+import com.codahale.metrics.MetricRegistry;
+import io.rdmaplane.hdfs.HdfsRdmaConfig;
+import io.rdmaplane.rdma.config.Conf;
+import io.rdmaplane.rdma.policy.PeerConnection;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.ReplicaAccessor;
+import org.apache.hadoop.hdfs.ReplicaAccessorBuilder;
+import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The client side: listed in {@code dfs.client.replica.accessor.builder.classes}, HDFS's block
+ * reader factory asks it first for every block reader (sequential reads, each positioned read).
+ * {@link #build()} returns an RDMA accessor, or null so that HDFS uses its own readers (TCP,
+ * short-circuit): when RDMA is off, the block is not found or still being written, no DataNode
+ * holding it runs the RDMA service, or one of them recently refused it.
+ *
+ * <p>HDFS gives the builder the block but not the DataNode it chose, so the builder asks the
+ * NameNode for the file's block locations (cached per file) and takes the first location, in
+ * the NameNode's distance order, whose RDMA service is known and not given up.
+ */
+public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
+    private static final Logger LOG = LoggerFactory.getLogger(RdmaReplicaAccessorBuilder.class);
+
+    private String fileName;
+    private long blockId;
+    private String poolId;
+    private long generationStamp;
+    private boolean verifyChecksum = true;
+    private long visibleLength;
+    private Configuration conf;
+    private byte[] token = new byte[0];
+
+    /** The client counters of this JVM ({@code hdfs.client.*}) and the policy layer's ({@code rdma.*}). */
+    public static MetricRegistry metrics() {
+        return RdmaClientContext.registry();
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setFileName(String fileName) {
+        this.fileName = fileName;
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setBlock(long blockId, String blockPoolId) {
+        this.blockId = blockId;
+        this.poolId = blockPoolId;
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setGenerationStamp(long generationStamp) {
+        this.generationStamp = generationStamp;
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setVerifyChecksum(boolean verifyChecksum) {
+        this.verifyChecksum = verifyChecksum;
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setClientName(String clientName) {
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setAllowShortCircuitReads(boolean allowShortCircuitReads) {
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setVisibleLength(long visibleLength) {
+        this.visibleLength = visibleLength;
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setConfiguration(Configuration configuration) {
+        this.conf = configuration;
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessorBuilder setBlockAccessToken(byte[] token) {
+        this.token = token == null ? new byte[0] : token.clone();
+        return this;
+    }
+
+    @Override
+    public ReplicaAccessor build() {
+        try {
+            ReplicaAccessor accessor = tryBuild();
+            RdmaClientContext.count(accessor == null ? "hdfs.client.declined" : "hdfs.client.accessors");
+            return accessor;
+        } catch (Throwable t) {
+            RdmaClientContext.count("hdfs.client.declined");
+            LOG.debug("no RDMA reader for block {} of {}; HDFS reads it over TCP", blockId, fileName, t);
+            return null;
+        }
+    }
+
+    private ReplicaAccessor tryBuild() throws Exception {
+        if (conf == null || fileName == null || poolId == null || visibleLength <= 0) {
+            return null;
+        }
+        Conf c = HdfsRdmaConfig.CLIENT.bind(conf::get);
+        if (!c.get(HdfsRdmaConfig.CLIENT_ENABLED)) {
+            return null;
+        }
+        URI nameNode = RdmaClientContext.nameNodeOf(conf);
+        if (!"hdfs".equals(nameNode.getScheme())) {
+            return null;
+        }
+        RdmaClientContext ctx = RdmaClientContext.get(conf, c);
+        if (ctx == null) {
+            return null;
+        }
+        RdmaClientContext.LocatedBlockInFile located = ctx.locate(nameNode, conf, fileName, poolId, blockId, generationStamp);
+        if (located == null || located.underConstruction()) {
+            return null; // another namespace's file, a block that moved on, or one being written: HDFS knows best
+        }
+        int fixedPort = c.get(HdfsRdmaConfig.CLIENT_DATANODE_PORT);
+        int timeout = (int) Math.min(Integer.MAX_VALUE, c.get(HdfsRdmaConfig.CLIENT_DISCOVERY_TIMEOUT).toMillis());
+        long negative = c.get(HdfsRdmaConfig.CLIENT_NEGATIVE_CACHE).toNanos();
+        for (DatanodeInfo dn : located.block().getLocations()) {
+            if (ctx.refused(poolId, blockId, generationStamp, dn)) {
+                continue;
+            }
+            int port = ctx.directory.port(dn, fixedPort, timeout, negative);
+            if (port <= 0) {
+                continue;
+            }
+            PeerConnection peer = ctx.policy.peer(new InetSocketAddress(dn.getIpAddr(), port));
+            if (peer.isFailed()) {
+                continue;
+            }
+            return new RdmaReplicaAccessor(ctx, peer, dn, located.block(), nameNode, conf, fileName, token, verifyChecksum,
+                    visibleLength, Math.toIntExact(c.get(HdfsRdmaConfig.CLIENT_READAHEAD)), negative);
+        }
+        return null;
+    }
+}

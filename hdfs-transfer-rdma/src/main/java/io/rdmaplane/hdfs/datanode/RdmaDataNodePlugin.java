@@ -1,0 +1,258 @@
+package io.rdmaplane.hdfs.datanode;
+
+import io.rdmaplane.hdfs.HdfsRdmaConfig;
+import io.rdmaplane.rdma.config.Conf;
+import io.rdmaplane.rdma.config.PolicyKeys;
+import io.rdmaplane.rdma.config.TransportKeys;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.PolicyServer;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.Providers;
+import java.lang.management.ManagementFactory;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import javax.management.ObjectName;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.security.token.block.BlockPoolTokenSecretManager;
+import org.apache.hadoop.hdfs.server.datanode.DataNode;
+import org.apache.hadoop.hdfs.server.datanode.fsdataset.FsDatasetSpi;
+import org.apache.hadoop.util.ServicePlugin;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The DataNode side: a {@link ServicePlugin} listed in {@code dfs.datanode.plugins}. On
+ * {@link #start} (the DataNode's ports are bound by then) it starts a transport node and a policy
+ * server on the DataNode's transfer host at {@code dfs.datanode.rdma.port} (0: any free port),
+ * and publishes its state and port as a JMX bean, which the DataNode's {@code /jmx} serves and
+ * clients read to find the port. Failing to start never stops the DataNode: it logs one ERROR
+ * line that says so and the bean shows FAILED with the cause; clients then read over TCP.
+ */
+public final class RdmaDataNodePlugin implements ServicePlugin, RdmaBlockServiceMXBean {
+    private static final Logger LOG = LoggerFactory.getLogger(RdmaDataNodePlugin.class);
+    /** The bean name of the service of the DataNode whose transfer port is {@code xferPort}. */
+    public static final String BEAN_PREFIX = "Hadoop:service=DataNode,name=RdmaBlockService-";
+    private static final List<RdmaDataNodePlugin> RUNNING = new ArrayList<>();
+
+    private volatile String state = "STARTING";
+    private volatile String error = "";
+    private volatile int port;
+    private volatile String provider = "";
+    private DataNode dataNode;
+    private Node node;
+    private PolicyServer server;
+    private BlockService service;
+    private ScheduledExecutorService sweeper;
+    private ObjectName beanName;
+    private final PolicyMetrics metrics = new PolicyMetrics();
+
+    public static String beanName(int xferPort) {
+        return BEAN_PREFIX + xferPort;
+    }
+
+    @Override
+    public void start(Object service) {
+        if (!(service instanceof DataNode dn)) {
+            LOG.error("RDMA block service NOT started: it is a DataNode plug-in (dfs.datanode.plugins) but was started by {}",
+                    service == null ? "null" : service.getClass().getName());
+            return;
+        }
+        dataNode = dn;
+        InetSocketAddress xfer = dn.getXferAddress();
+        publishBean(xfer.getPort());
+        try {
+            Configuration conf = dn.getConf();
+            HdfsRdmaConfig.DATANODE.checkNoUnknownKeys(names(conf));
+            Conf c = HdfsRdmaConfig.DATANODE.bind(conf::get);
+            if (!c.get(HdfsRdmaConfig.DN_ENABLED)) {
+                state = "DISABLED";
+                LOG.info("RDMA block service disabled on DataNode {} (dfs.datanode.rdma.enabled=false)", dn.getDisplayName());
+                return;
+            }
+            String host = xfer.getAddress().getHostAddress();
+            node = Providers.select(c.get(TransportKeys.PROVIDER)).createNode(TransportKeys.nodeOptions(c, host));
+            provider = node.providerName();
+            boolean tokens = conf.getBoolean("dfs.block.access.token.enable", false);
+            BlockService.DataNodeView view = new BlockService.DataNodeView() {
+                @Override
+                public FsDatasetSpi<?> dataset() {
+                    return dn.getFSDataset();
+                }
+
+                @Override
+                public BlockPoolTokenSecretManager tokenSecretManager() {
+                    return tokens ? dn.getBlockPoolTokenSecretManager() : null;
+                }
+            };
+            this.service = new BlockService(view, node, c.get(HdfsRdmaConfig.DN_REGISTERED_CAP),
+                    c.get(HdfsRdmaConfig.DN_LEASE).toNanos());
+            server = new PolicyServer(node, PolicyKeys.policyOptions(c, null), metrics, this.service::handle).start();
+            server.markReady(); // regions are registered per request, before their descriptor leaves
+            long idle = c.get(HdfsRdmaConfig.DN_IDLE_RELEASE).toNanos();
+            sweeper = new ScheduledThreadPoolExecutor(1, r -> {
+                Thread t = new Thread(r, "rdma-block-service-sweeper");
+                t.setDaemon(true);
+                return t;
+            });
+            long period = Math.max(TimeUnit.MILLISECONDS.toNanos(5), Math.min(idle / 2, TimeUnit.SECONDS.toNanos(5)));
+            BlockService s = this.service;
+            sweeper.scheduleWithFixedDelay(() -> {
+                try {
+                    s.regions().sweep(idle, s::servable);
+                } catch (RuntimeException e) {
+                    LOG.warn("RDMA block service: sweeping regions failed", e);
+                }
+            }, period, period, TimeUnit.NANOSECONDS);
+            port = node.localAddress().getPort();
+            state = "RUNNING";
+            synchronized (RUNNING) {
+                RUNNING.add(this);
+            }
+            LOG.info("RDMA block service RUNNING on DataNode {}: {} provider at {} (block tokens {})", dn.getDisplayName(),
+                    provider, node.localAddress(), tokens ? "checked" : "disabled");
+        } catch (Throwable t) {
+            state = "FAILED";
+            error = String.valueOf(t);
+            LOG.error("############ RDMA BLOCK SERVICE FAILED TO START on DataNode {}: {} -- this DataNode serves reads over TCP"
+                    + " only; see the RdmaBlockService bean in its /jmx ############", dn.getDisplayName(), t.toString(), t);
+            closeQuietly();
+        }
+    }
+
+    private static Iterable<String> names(Configuration conf) {
+        List<String> names = new ArrayList<>();
+        for (Map.Entry<String, String> e : conf) {
+            names.add(e.getKey());
+        }
+        return names;
+    }
+
+    private void publishBean(int xferPort) {
+        try {
+            ObjectName name = new ObjectName(beanName(xferPort));
+            var server = ManagementFactory.getPlatformMBeanServer();
+            if (server.isRegistered(name)) {
+                server.unregisterMBean(name); // a DataNode restarted in the same JVM (MiniDFSCluster)
+            }
+            server.registerMBean(this, name);
+            beanName = name;
+        } catch (Exception e) {
+            LOG.warn("RDMA block service: could not publish its JMX bean; clients must use a fixed dfs.rdma.datanode.port", e);
+        }
+    }
+
+    @Override
+    public void stop() {
+        if (!"FAILED".equals(state) && !"DISABLED".equals(state)) {
+            state = "STOPPED";
+        }
+        port = 0;
+        closeQuietly();
+        synchronized (RUNNING) {
+            RUNNING.remove(this);
+        }
+        if (beanName != null) {
+            try {
+                ManagementFactory.getPlatformMBeanServer().unregisterMBean(beanName);
+            } catch (Exception ignored) {
+                // already gone
+            }
+            beanName = null;
+        }
+    }
+
+    private void closeQuietly() {
+        if (sweeper != null) {
+            sweeper.shutdownNow();
+        }
+        if (server != null) {
+            server.close();
+        }
+        if (service != null) {
+            service.close();
+        }
+        if (node != null) {
+            node.close();
+        }
+    }
+
+    @Override
+    public void close() {
+        stop();
+    }
+
+    /** The services running in this JVM (several DataNodes share one in MiniDFSCluster): for tests and tools. */
+    public static List<RdmaDataNodePlugin> running() {
+        synchronized (RUNNING) {
+            return List.copyOf(RUNNING);
+        }
+    }
+
+    public DataNode dataNode() {
+        return dataNode;
+    }
+
+    public PolicyMetrics metrics() {
+        return metrics;
+    }
+
+    @Override
+    public String getState() {
+        return state;
+    }
+
+    @Override
+    public String getError() {
+        return error;
+    }
+
+    @Override
+    public int getPort() {
+        return port;
+    }
+
+    @Override
+    public String getProvider() {
+        return provider;
+    }
+
+    @Override
+    public long getRequests() {
+        return service == null ? 0 : service.requests.get();
+    }
+
+    @Override
+    public long getServed() {
+        return service == null ? 0 : service.served.get();
+    }
+
+    @Override
+    public long getRefused() {
+        return service == null ? 0 : service.refused.get();
+    }
+
+    @Override
+    public long getTokenRefused() {
+        return service == null ? 0 : service.tokenRefused.get();
+    }
+
+    @Override
+    public long getRegisteredBytes() {
+        return service == null ? 0 : service.regions().registeredBytes();
+    }
+
+    @Override
+    public int getRegions() {
+        return service == null ? 0 : service.regions().size();
+    }
+
+    @Override
+    public long getRegionsReleased() {
+        return service == null ? 0 : service.regions().released();
+    }
+}

@@ -1,0 +1,407 @@
+package io.rdmaplane.it.hdfs;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.codahale.metrics.MetricRegistry;
+import io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder;
+import io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin;
+import java.io.ByteArrayOutputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
+import org.apache.hadoop.hdfs.ReplicaAccessor;
+import org.apache.hadoop.hdfs.protocol.LocatedBlock;
+import org.apache.hadoop.hdfs.security.token.block.BlockTokenIdentifier;
+import org.apache.hadoop.hdfs.server.datanode.DataNode;
+import org.apache.hadoop.security.token.Token;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * MiniDFSCluster with two DataNodes running the RDMA block service and one without, block
+ * tokens on: the RDMA client reads the same bytes as the stock client, through RDMA where the
+ * plug-in runs and through TCP where it does not or refuses.
+ */
+class HdfsRdmaReadTest {
+    static final int[] SIZES = {1, 511, 512, 513, HdfsCluster.BLOCK - 1, HdfsCluster.BLOCK, HdfsCluster.BLOCK + 1,
+            3 * HdfsCluster.BLOCK + HdfsCluster.BLOCK / 2};
+    static HdfsCluster hdfs;
+    static DataNode withoutPlugin;
+
+    @BeforeAll
+    static void start() throws IOException {
+        hdfs = new HdfsCluster(2, 1, true);
+        withoutPlugin = hdfs.cluster.getDataNodes().get(2);
+        assertEquals(2, RdmaDataNodePlugin.running().size(), "both plug-in DataNodes run the service");
+        for (int size : SIZES) {
+            hdfs.write("/f" + size, HdfsCluster.bytes(size, size), 2, hdfs.cluster.getDataNodes().get(0),
+                    hdfs.cluster.getDataNodes().get(1));
+        }
+        hdfs.write("/empty", new byte[0], 2);
+    }
+
+    @AfterAll
+    static void stop() throws IOException {
+        if (hdfs != null) {
+            hdfs.close();
+        }
+    }
+
+    static MetricRegistry client() {
+        return RdmaReplicaAccessorBuilder.metrics();
+    }
+
+    static long counter(String name) {
+        return client().counter(name).getCount();
+    }
+
+    static long served() {
+        return RdmaDataNodePlugin.running().stream().mapToLong(RdmaDataNodePlugin::getServed).sum();
+    }
+
+    @Test
+    void sequentialReadsAreIdenticalAndGoThroughRdma() throws IOException {
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        long fallbacks = counter("hdfs.client.fallbacks");
+        long servedBefore = served();
+        long tokenRefusals = tokenRefusals();
+        long checksumFailures = counter("rdma.checksum.failures");
+        long total = 0;
+        for (int size : SIZES) {
+            byte[] expected = HdfsCluster.bytes(size, size);
+            for (int buffer : new int[] {1 << 20, 8191}) {
+                try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + size))) {
+                    assertArrayEquals(expected, HdfsCluster.readAll(in, buffer), "file of " + size + " B, buffer " + buffer);
+                    assertEquals(-1, in.read());
+                }
+                total += size;
+            }
+            try (FSDataInputStream in = hdfs.stock.open(new Path("/f" + size))) {
+                assertArrayEquals(expected, HdfsCluster.readAll(in, 65536), "stock client, file of " + size + " B");
+            }
+        }
+        assertEquals(fallbacks, counter("hdfs.client.fallbacks"), "no read fell back");
+        assertEquals(total, counter("hdfs.client.rdma.bytes") - rdmaBytes, "every byte came through RDMA READ");
+        assertEquals(checksumFailures, counter("rdma.checksum.failures"));
+        assertTrue(served() > servedBefore, "the DataNodes served the windows (good block tokens accepted)");
+        assertEquals(tokenRefusals, tokenRefusals());
+    }
+
+    static long tokenRefusals() {
+        return RdmaDataNodePlugin.running().stream().mapToLong(RdmaDataNodePlugin::getTokenRefused).sum();
+    }
+
+    @Test
+    void byteBufferReadsAreIdentical() throws IOException {
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        for (int size : SIZES) {
+            byte[] expected = HdfsCluster.bytes(size, size);
+            for (boolean direct : new boolean[] {true, false}) {
+                java.nio.ByteBuffer buffer = direct ? java.nio.ByteBuffer.allocateDirect(70_000) : java.nio.ByteBuffer.allocate(70_000);
+                ByteArrayOutputStream got = new ByteArrayOutputStream();
+                try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + size))) {
+                    while (true) {
+                        buffer.clear();
+                        int n = in.read(buffer);
+                        if (n < 0) {
+                            break;
+                        }
+                        buffer.flip();
+                        byte[] chunk = new byte[buffer.remaining()];
+                        buffer.get(chunk);
+                        got.write(chunk);
+                    }
+                }
+                assertArrayEquals(expected, got.toByteArray(), size + " B, direct " + direct);
+            }
+        }
+        assertTrue(counter("hdfs.client.rdma.bytes") > rdmaBytes);
+    }
+
+    @Test
+    void emptyFile() throws IOException {
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/empty"))) {
+            assertEquals(-1, in.read());
+            assertEquals(0, HdfsCluster.readAll(in, 100).length);
+            assertEquals(-1, in.read(0, new byte[10], 0, 10));
+        }
+    }
+
+    @Test
+    void positionedReadsAndSeeksAreIdentical() throws IOException {
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        long fallbacks = counter("hdfs.client.fallbacks");
+        Random random = new Random(7);
+        for (int size : SIZES) {
+            byte[] expected = HdfsCluster.bytes(size, size);
+            try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + size));
+                 FSDataInputStream ref = hdfs.stock.open(new Path("/f" + size))) {
+                for (int i = 0; i < 12; i++) {
+                    int pos = random.nextInt(size);
+                    int len = 1 + random.nextInt(Math.min(size - pos, 2 * HdfsCluster.BLOCK));
+                    byte[] got = new byte[len];
+                    in.readFully(pos, got);
+                    byte[] stock = new byte[len];
+                    ref.readFully(pos, stock);
+                    assertArrayEquals(java.util.Arrays.copyOfRange(expected, pos, pos + len), got, size + " B @" + pos + "+" + len);
+                    assertArrayEquals(stock, got);
+                    // seek, then stream from there
+                    in.seek(pos);
+                    assertEquals(pos, in.getPos());
+                    int b = in.read();
+                    assertEquals(expected[pos] & 0xff, b);
+                    assertTrue(in.available() >= 0);
+                }
+                // a positioned read past the end, and one across it
+                assertEquals(-1, in.read(size, new byte[4], 0, 4));
+                org.junit.jupiter.api.Assertions.assertThrows(EOFException.class, () -> in.readFully(size - 1, new byte[2]));
+                // seek to the last byte and read to EOF
+                in.seek(size - 1);
+                assertEquals(expected[size - 1] & 0xff, in.read());
+                assertEquals(-1, in.read());
+            }
+        }
+        assertEquals(fallbacks, counter("hdfs.client.fallbacks"), "no read fell back");
+        assertTrue(counter("hdfs.client.rdma.bytes") > rdmaBytes);
+    }
+
+    @Test
+    void concurrentReaders() throws Exception {
+        int size = 3 * HdfsCluster.BLOCK + HdfsCluster.BLOCK / 2;
+        byte[] expected = HdfsCluster.bytes(size, size);
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        try (FSDataInputStream shared = hdfs.rdma.open(new Path("/f" + size))) {
+            List<Future<?>> done = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                int seed = t;
+                done.add(pool.submit(() -> {
+                    Random random = new Random(seed);
+                    for (int i = 0; i < 10; i++) {
+                        int pos = random.nextInt(size);
+                        int len = 1 + random.nextInt(Math.min(size - pos, 300_000));
+                        byte[] got = new byte[len];
+                        shared.readFully(pos, got); // positioned reads on one stream from many threads
+                        assertArrayEquals(java.util.Arrays.copyOfRange(expected, pos, pos + len), got);
+                    }
+                    try (FSDataInputStream own = hdfs.rdma.open(new Path("/f" + size))) {
+                        assertArrayEquals(expected, HdfsCluster.readAll(own, 100_000));
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> f : done) {
+                f.get();
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void dataNodeWithoutThePluginServesOverTcp() throws IOException {
+        int size = 2 * HdfsCluster.BLOCK + 17;
+        byte[] expected = HdfsCluster.bytes(size, 99);
+        hdfs.write("/tcp-only", expected, 1, withoutPlugin);
+        List<LocatedBlock> blocks = ((DistributedFileSystem) hdfs.stock).getClient()
+                .getLocatedBlocks("/tcp-only", 0, size).getLocatedBlocks();
+        for (LocatedBlock b : blocks) {
+            assertEquals(withoutPlugin.getXferPort(), b.getLocations()[0].getXferPort(), "replica on the plain DataNode");
+        }
+        long declined = counter("hdfs.client.declined");
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/tcp-only"))) {
+            assertArrayEquals(expected, HdfsCluster.readAll(in, 65536));
+        }
+        assertTrue(counter("hdfs.client.declined") > declined, "the accessor declined: HDFS read over TCP");
+        assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"));
+    }
+
+    @Test
+    void tamperedTokenIsRefusedAndTheReadStillSucceeds() throws Exception {
+        int size = HdfsCluster.BLOCK + 1;
+        byte[] expected = HdfsCluster.bytes(size, size);
+        LocatedBlock first = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks("/f" + size, 0, size)
+                .getLocatedBlocks().get(0);
+        Token<BlockTokenIdentifier> token = first.getBlockToken();
+        assertTrue(token.getPassword().length > 0, "block tokens are on");
+
+        // the good token, through the builder as HDFS calls it: served over RDMA
+        long refusedBefore = tokenRefusals();
+        byte[] got = readBlockThroughBuilder(first, serialize(token), 1000);
+        assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got);
+
+        // a tampered password: refused by the DataNode, and the read still returns the bytes (TCP)
+        byte[] password = token.getPassword().clone();
+        password[0] ^= 0x5a;
+        Token<BlockTokenIdentifier> tampered = new Token<>(token.getIdentifier(), password, token.getKind(), token.getService());
+        long fallbacks = counter("hdfs.client.fallback.TOKEN_REFUSED");
+        got = readBlockThroughBuilder(first, serialize(tampered), 1000);
+        assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got);
+        assertEquals(refusedBefore + 1, tokenRefusals());
+        assertEquals(fallbacks + 1, counter("hdfs.client.fallback.TOKEN_REFUSED"));
+    }
+
+    private static byte[] serialize(Token<BlockTokenIdentifier> token) throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        token.write(new DataOutputStream(bytes));
+        return bytes.toByteArray();
+    }
+
+    private static byte[] readBlockThroughBuilder(LocatedBlock block, byte[] token, int length) throws IOException {
+        ReplicaAccessor accessor = new RdmaReplicaAccessorBuilder().setFileName("/f" + (HdfsCluster.BLOCK + 1))
+                .setBlock(block.getBlock().getBlockId(), block.getBlock().getBlockPoolId())
+                .setGenerationStamp(block.getBlock().getGenerationStamp()).setBlockAccessToken(token)
+                .setVerifyChecksum(true).setVisibleLength(block.getBlockSize()).setConfiguration(hdfs.rdmaConf)
+                .setClientName("test").setAllowShortCircuitReads(false).build();
+        assertNotNull(accessor, "a block on plug-in DataNodes gets an RDMA accessor");
+        try {
+            byte[] out = new byte[length];
+            int done = 0;
+            while (done < length) {
+                int n = accessor.read(done, out, done, length - done);
+                assertTrue(n > 0);
+                done += n;
+            }
+            return out;
+        } finally {
+            accessor.close();
+        }
+    }
+
+    @Test
+    void corruptReplicaIsDetectedReportedAndReadFromAnother() throws Exception {
+        int size = HdfsCluster.BLOCK / 2;
+        byte[] expected = HdfsCluster.bytes(size, 4242);
+        hdfs.write("/corrupt", expected, 3, hdfs.cluster.getDataNodes().get(0), hdfs.cluster.getDataNodes().get(1),
+                withoutPlugin);
+        LocatedBlock block = locations("/corrupt", size, 3);
+        java.util.Set<Integer> served = new java.util.HashSet<>();
+        RdmaDataNodePlugin.running().forEach(p -> served.add(p.dataNode().getXferPort()));
+        int corrupted = 0;
+        int intact = 0;
+        for (int dn = 0; dn < hdfs.cluster.getDataNodes().size(); dn++) {
+            java.io.File replica = hdfs.cluster.getBlockFile(dn, block.getBlock());
+            if (replica == null) {
+                continue;
+            }
+            if (!served.contains(hdfs.cluster.getDataNodes().get(dn).getXferPort())) {
+                intact++; // the replica HDFS's own reader will find good
+                continue;
+            }
+            try (java.io.RandomAccessFile file = new java.io.RandomAccessFile(replica, "rw")) { // flip a byte in place
+                file.seek(1000);
+                int b = file.read();
+                file.seek(1000);
+                file.write(b ^ 0xff);
+            }
+            corrupted++;
+        }
+        assertTrue(corrupted > 0 && intact > 0, corrupted + " replicas corrupted on plug-in DataNodes, " + intact + " intact");
+        long mismatches = counter("hdfs.client.checksum.mismatches");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/corrupt"))) {
+            assertArrayEquals(expected, HdfsCluster.readAll(in, 65536), "the bytes of the good replica");
+        }
+        // caught by the chunk sums, or first by the sampled range CRC32C (derived from the same stored sums)
+        assertTrue(counter("hdfs.client.checksum.mismatches") > mismatches, "the RDMA reader caught the flipped byte");
+        assertTrue(counter("hdfs.client.fallback.CHECKSUM") > 0);
+    }
+
+    /** The block list of {@code path} once its first block has {@code replicas} locations (block reports are asynchronous). */
+    private static LocatedBlock locations(String path, long size, int replicas) throws Exception {
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (true) {
+            LocatedBlock block = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks(path, 0, size)
+                    .getLocatedBlocks().get(0);
+            if (block.getLocations().length >= replicas || System.nanoTime() > deadline) {
+                assertEquals(replicas, block.getLocations().length, path + " replicas");
+                return block;
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    @Test
+    void aServiceThatCannotStartLeavesTheDataNodeServingOverTcpAndSaysSo() throws Exception {
+        try (java.net.ServerSocket taken = new java.net.ServerSocket(0, 1, java.net.InetAddress.getByName("127.0.0.1"))) {
+            org.apache.hadoop.conf.Configuration bad = new org.apache.hadoop.conf.Configuration(hdfs.cluster.getConfiguration(0));
+            bad.setInt("dfs.datanode.rdma.port", taken.getLocalPort());
+            hdfs.cluster.startDataNodes(bad, 1, true, null, null);
+            hdfs.cluster.waitActive();
+            DataNode failed = hdfs.cluster.getDataNodes().get(hdfs.cluster.getDataNodes().size() - 1);
+            javax.management.ObjectName bean = new javax.management.ObjectName(RdmaDataNodePlugin.beanName(failed.getXferPort()));
+            javax.management.MBeanServer jmx = java.lang.management.ManagementFactory.getPlatformMBeanServer();
+            assertEquals("FAILED", jmx.getAttribute(bean, "State"));
+            assertTrue(((String) jmx.getAttribute(bean, "Error")).length() > 0);
+            assertEquals(0, jmx.getAttribute(bean, "Port"));
+            byte[] expected = HdfsCluster.bytes(5000, 5000);
+            hdfs.write("/on-failed", expected, 1, failed);
+            long rdmaBytes = counter("hdfs.client.rdma.bytes");
+            try (FSDataInputStream in = hdfs.rdma.open(new Path("/on-failed"))) {
+                assertArrayEquals(expected, HdfsCluster.readAll(in, 4096));
+            }
+            assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "read over TCP");
+        }
+    }
+
+    @Test
+    void idleRegionsAreReleased() throws Exception {
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + HdfsCluster.BLOCK))) {
+            HdfsCluster.readAll(in, 65536);
+        }
+        assertTrue(RdmaDataNodePlugin.running().stream().mapToLong(RdmaDataNodePlugin::getRegisteredBytes).sum() > 0);
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (RdmaDataNodePlugin.running().stream().mapToInt(RdmaDataNodePlugin::getRegions).sum() > 0
+                && System.nanoTime() < deadline) {
+            Thread.sleep(100);
+        }
+        assertEquals(0, RdmaDataNodePlugin.running().stream().mapToInt(RdmaDataNodePlugin::getRegions).sum(),
+                "regions idle for dfs.datanode.rdma.idleRelease are deregistered");
+        assertEquals(0, RdmaDataNodePlugin.running().stream().mapToLong(RdmaDataNodePlugin::getRegisteredBytes).sum());
+    }
+
+    @Test
+    void appendedFileIsReadWithItsNewBytesNeverStaleOnes() throws Exception {
+        byte[] first = HdfsCluster.bytes(HdfsCluster.BLOCK + 1000, 31);
+        byte[] more = HdfsCluster.bytes(5000, 32);
+        byte[] all = new byte[first.length + more.length];
+        System.arraycopy(first, 0, all, 0, first.length);
+        System.arraycopy(more, 0, all, first.length, more.length);
+        hdfs.write("/append", first, 2, hdfs.cluster.getDataNodes().get(0), hdfs.cluster.getDataNodes().get(1));
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/append"))) {
+            assertArrayEquals(first, HdfsCluster.readAll(in, 65536));
+        }
+        try (org.apache.hadoop.fs.FSDataOutputStream out = hdfs.stock.append(new Path("/append"))) {
+            out.write(more);
+            out.hflush();
+            // the last block is being written: HDFS's own reader serves it, with the flushed bytes
+            try (FSDataInputStream in = hdfs.rdma.open(new Path("/append"))) {
+                assertArrayEquals(all, HdfsCluster.readAll(in, 65536));
+            }
+        }
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/append"))) {
+            assertArrayEquals(all, HdfsCluster.readAll(in, 65536), "the appended block, new generation stamp");
+        }
+        assertEquals(all.length, counter("hdfs.client.rdma.bytes") - rdmaBytes, "once closed, all of it through RDMA");
+    }
+
+    @Test
+    void unknownBlockIsDeclined() {
+        assertNull(new RdmaReplicaAccessorBuilder().setFileName("/f1").setBlock(123456789L, "BP-none")
+                .setGenerationStamp(1).setVisibleLength(10).setConfiguration(hdfs.rdmaConf).build());
+    }
+}

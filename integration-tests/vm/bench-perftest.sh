@@ -37,7 +37,7 @@ if [ "${1:-}" = --in-vm ]; then
   for round in $(seq "$BENCH_ROUNDS"); do
     v=$(perftest ib_read_bw $((18600 + round)) -s 65536 -D 5 | awk '$1 == 65536 && NF >= 5 { print $4 }')
     bw_perf+=("${v:-0}"); log "round $round ib_read_bw 64 KiB:   ${v:-n/a} MB/sec"
-    v=$(ours mode=bw size=65536 outstanding=16 seconds=5 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
+    v=$(ours mode=bw size=65536 outstanding=32 seconds=5 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
     bw_ours+=("${v:-0}"); log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec"
     v=$(perftest ib_read_lat $((18700 + round)) -s 64 -n 1000 | awk '$1 == 64 && NF >= 5 { print $5 }')
     lat_perf+=("${v:-0}"); log "round $round ib_read_lat 64 B:    typical ${v:-n/a} usec"

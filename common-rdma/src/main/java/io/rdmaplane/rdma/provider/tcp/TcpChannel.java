@@ -3,6 +3,7 @@ package io.rdmaplane.rdma.provider.tcp;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.LocalAccess;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -182,19 +183,7 @@ final class TcpChannel implements Channel {
     }
 
     private String checkLocal(MemoryRegion local, int offset, int length) {
-        if (!(local instanceof TcpRegion region) || region.node() != node) {
-            return "the local buffer is not a region of this node: " + local;
-        }
-        if (!region.isValid()) {
-            return "the local region is deregistered: " + region;
-        }
-        if (!region.access().contains(Access.LOCAL_WRITE)) {
-            return "the local region lacks LOCAL_WRITE access: " + region;
-        }
-        if (offset < 0 || offset > region.length() - length) {
-            return "local range [" + offset + ", +" + length + ") is outside " + region;
-        }
-        return null;
+        return LocalAccess.problem(local, local instanceof TcpRegion region && region.node() == node, offset, length);
     }
 
     private TransportException closedError() {

@@ -14,6 +14,7 @@ import com.ibm.disni.verbs.SVCPostSend;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.LocalAccess;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -510,19 +511,7 @@ final class VerbsChannel implements Channel {
     }
 
     private String checkLocal(MemoryRegion local, int offset, int length) {
-        if (!(local instanceof VerbsRegion region) || region.node() != node) {
-            return "the local buffer is not a region of this node: " + local;
-        }
-        if (!region.isValid()) {
-            return "the local region is deregistered: " + region;
-        }
-        if (!region.access().contains(Access.LOCAL_WRITE)) {
-            return "the local region lacks LOCAL_WRITE access: " + region;
-        }
-        if (offset < 0 || offset > region.length() - length) {
-            return "local range [" + offset + ", +" + length + ") is outside " + region;
-        }
-        return null;
+        return LocalAccess.problem(local, local instanceof VerbsRegion region && region.node() == node, offset, length);
     }
 
     private TransportException closedError() {

@@ -39,8 +39,6 @@ final class TcpChannel implements Channel {
     private static final Logger LOG = LoggerFactory.getLogger(TcpChannel.class);
     private static final int MAX_GATHER = 64;
     private static final int INBOX_BYTES = 16 << 10;
-    /** Bytes one channel may read per loop turn before the others get theirs. */
-    private static final int TURN_BYTES = 256 << 10;
 
     private enum State { CONNECTING, HANDSHAKE, OPEN, CLOSED }
 
@@ -301,7 +299,7 @@ final class TcpChannel implements Channel {
                             inbox.getInt(at + 21));
                     continue;
                 }
-                if (reads++ == 64 || bytesThisTurn >= TURN_BYTES) {
+                if (reads++ == 64 || bytesThisTurn >= node.turnBytes()) {
                     break; // fairness to other channels; the selector calls again while bytes wait
                 }
                 ByteBuffer window = inboxWindow();
@@ -311,7 +309,7 @@ final class TcpChannel implements Channel {
                 } else {
                     // At most a turn's worth of payload per call, so one bulk READ cannot hog the thread.
                     int limit = payload.limit();
-                    payload.limit((int) Math.min(limit, payload.position() + TURN_BYTES));
+                    payload.limit((int) Math.min(limit, payload.position() + node.turnBytes()));
                     scatter[0] = payload;
                     scatter[1] = payload.limit() == limit ? window : window.limit(window.position());
                     try {
@@ -503,7 +501,7 @@ final class TcpChannel implements Channel {
             // One write of at most a turn's bytes: a channel with bulk to send takes its turn like the
             // others, so a small control message on another channel never waits behind megabytes.
             List<ByteBuffer> gather = new ArrayList<>();
-            long budget = TURN_BYTES;
+            long budget = node.turnBytes();
             ByteBuffer cut = null;
             int cutLimit = 0;
             for (Iterator<Frame> it = outbound.iterator(); it.hasNext() && gather.size() < MAX_GATHER && budget > 0; ) {

@@ -45,6 +45,8 @@ public final class TcpNode implements Node {
     /** Virtual addresses start high and leave a gap page between regions, so none are adjacent. */
     private static final long FIRST_ADDRESS = 0x1000_0000_0000L;
     private static final long PAGE = 4096;
+    private static final int CROWDED_TURN_BYTES = 256 << 10;
+    private static final int ALONE_TURN_BYTES = 8 << 20;
 
     final NodeOptions options;
     private final String name;
@@ -58,6 +60,7 @@ public final class TcpNode implements Node {
     private final AtomicLong registrations = new AtomicLong();
     private final AtomicLong nextAddress = new AtomicLong(FIRST_ADDRESS);
     private final long tickMillis;
+    private boolean crowded; // node thread only
     private volatile boolean closed;
     private volatile boolean stalled;
     private final AtomicInteger corruptReads = new AtomicInteger();
@@ -240,6 +243,11 @@ public final class TcpNode implements Node {
         }
     }
 
+    /** Bytes one channel may read or write per loop turn before the others get theirs. */
+    int turnBytes() {
+        return crowded ? CROWDED_TURN_BYTES : ALONE_TURN_BYTES;
+    }
+
     boolean inLoop() {
         return Thread.currentThread() == loop;
     }
@@ -262,6 +270,9 @@ public final class TcpNode implements Node {
                 selector.select(tickMillis);
                 wakeupPending.set(false);
                 runTasks();
+                // Several channels with work this turn: each takes a small share, so a control message
+                // never waits behind megabytes of another channel. One alone may move more per call.
+                crowded = selector.selectedKeys().size() > 1 || !toFlush.isEmpty() || channels.size() > 1;
                 Iterator<SelectionKey> keys = selector.selectedKeys().iterator();
                 while (keys.hasNext()) {
                     SelectionKey key = keys.next();

@@ -34,15 +34,18 @@ if [ "${1:-}" = --in-vm ]; then
   }
   log "our provider's completions: $BENCH_COMPLETION (perftest busy-polls)"
   bw_perf=() bw_ours=() lat_perf=() lat_ours=()
+  record() { # ARRAY VALUE: keeps a round's figure; a failed round (no figure, or 0) is left out of the median
+    if [ -n "$2" ] && awk -v v="$2" 'BEGIN { exit !(v > 0) }'; then eval "$1+=(\"\$2\")"; else log "(round left out)"; fi
+  }
   for round in $(seq "$BENCH_ROUNDS"); do
     v=$(perftest ib_read_bw $((18600 + round)) -s 65536 -D 5 | awk '$1 == 65536 && NF >= 5 { print $4 }')
-    bw_perf+=("${v:-0}"); log "round $round ib_read_bw 64 KiB:   ${v:-n/a} MB/sec"
+    log "round $round ib_read_bw 64 KiB:   ${v:-n/a} MB/sec"; record bw_perf "$v"
     v=$(ours mode=bw size=65536 outstanding=32 seconds=5 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
-    bw_ours+=("${v:-0}"); log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec"
+    log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec"; record bw_ours "$v"
     v=$(perftest ib_read_lat $((18700 + round)) -s 64 -n 1000 | awk '$1 == 64 && NF >= 5 { print $5 }')
-    lat_perf+=("${v:-0}"); log "round $round ib_read_lat 64 B:    typical ${v:-n/a} usec"
+    log "round $round ib_read_lat 64 B:    typical ${v:-n/a} usec"; record lat_perf "$v"
     v=$(ours mode=lat size=64 rounds=1000 | sed -n 's/.*typical \([0-9.]*\) usec.*/\1/p')
-    lat_ours+=("${v:-0}"); log "round $round verbs READ 64 B:     typical ${v:-n/a} usec"
+    log "round $round verbs READ 64 B:     typical ${v:-n/a} usec"; record lat_ours "$v"
   done
   median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
   mb=$(median "${bw_perf[@]}") mo=$(median "${bw_ours[@]}") lb=$(median "${lat_perf[@]}") lo=$(median "${lat_ours[@]}")

@@ -49,12 +49,12 @@ public final class Providers {
                 skipped.append(skipped.length() == 0 ? " (skipped: " : "; ")
                         .append(p.name()).append(": ").append(p.unavailabilityCause());
             }
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "no transport provider is available" + skipped);
+            throw new TransportException(Status.UNAVAILABLE, "no transport provider is available" + skipped);
         }
         for (TransportProvider p : all()) {
             if (p.name().equals(wanted)) {
                 if (!p.isAvailable()) {
-                    throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+                    throw new TransportException(Status.UNAVAILABLE,
                             "provider '" + p.name() + "' is unavailable: " + p.unavailabilityCause(), p.unavailabilityCause());
                 }
                 LOG.info("RDMA transport: using configured provider '{}'", p.name());

@@ -2,7 +2,8 @@ package io.rdmaplane.rdma.provider;
 
 /**
  * How an operation ended: the verbs work-completion statuses that upper layers act on.
- * Every error status except {@link #QUEUE_FULL} also moves the channel to its error state,
+ * Every completion error status also moves the channel to its error state (QUEUE_FULL and
+ * UNAVAILABLE are not completions),
  * as an RC queue pair does: later operations on it end {@link #FLUSHED}.
  */
 public enum Status {
@@ -19,6 +20,8 @@ public enum Status {
     FLUSHED,
     /** The local buffer is not inside a valid local region with the access the operation needs. */
     LOCAL_PROTECTION_ERROR,
+    /** The provider or node cannot do this here at all: no usable device, cannot listen, cannot start. */
+    UNAVAILABLE,
     /** The channel's queue depth was already reached; nothing was posted and the channel stays usable. */
     QUEUE_FULL
 }

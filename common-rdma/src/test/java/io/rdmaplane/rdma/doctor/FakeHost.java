@@ -138,12 +138,12 @@ final class FakeHost {
         for (TransportProvider p : list) {
             if ((name.equals("auto") && p.isAvailable()) || p.name().equals(name)) {
                 if (!p.isAvailable()) {
-                    throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "provider '" + name + "' is unavailable");
+                    throw new TransportException(Status.UNAVAILABLE, "provider '" + name + "' is unavailable");
                 }
                 return p;
             }
         }
-        throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "no provider '" + name + "'");
+        throw new TransportException(Status.UNAVAILABLE, "no provider '" + name + "'");
     }
 
     /** A stand-in for the verbs provider: available or not, as told; it moves bytes like tcp. */

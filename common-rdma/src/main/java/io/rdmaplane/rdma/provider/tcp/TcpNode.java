@@ -75,7 +75,7 @@ public final class TcpNode implements Node {
         try {
             this.selector = Selector.open();
         } catch (IOException e) {
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "cannot open a selector: " + e, e);
+            throw new TransportException(Status.UNAVAILABLE, "cannot open a selector: " + e, e);
         }
         this.loop = new Thread(this::runLoop, name);
         loop.setDaemon(true);
@@ -156,7 +156,7 @@ public final class TcpNode implements Node {
             registered.get(10, TimeUnit.SECONDS);
             LOG.debug("{} listening on {}", name, localAddress);
         } catch (Exception e) {
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+            throw new TransportException(Status.UNAVAILABLE,
                     "cannot listen on " + options.bindAddress() + ": " + e, e);
         }
     }

@@ -56,7 +56,7 @@ public final class VerbsProvider implements TransportProvider {
     public Node createNode(NodeOptions options) throws TransportException {
         Objects.requireNonNull(options, "options");
         if (!isAvailable()) {
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+            throw new TransportException(Status.UNAVAILABLE,
                     "provider 'verbs' is unavailable: " + Probe.CAUSE.getMessage(), Probe.CAUSE);
         }
         try {
@@ -70,9 +70,9 @@ public final class VerbsProvider implements TransportProvider {
             if (cause instanceof RuntimeException r) {
                 throw r;
             }
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "cannot start a verbs node: " + cause, cause);
+            throw new TransportException(Status.UNAVAILABLE, "cannot start a verbs node: " + cause, cause);
         } catch (ReflectiveOperationException | LinkageError | ClassCastException e) {
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+            throw new TransportException(Status.UNAVAILABLE,
                     "the verbs implementation cannot be loaded through DisniRuntime: " + e, e);
         }
     }

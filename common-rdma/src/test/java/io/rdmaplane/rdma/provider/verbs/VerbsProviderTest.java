@@ -46,7 +46,7 @@ class VerbsProviderTest {
         assertSame(VerbsProvider.INSTANCE.unavailabilityCause(), VerbsProvider.INSTANCE.unavailabilityCause());
         TransportException e = assertThrows(TransportException.class,
                 () -> VerbsProvider.INSTANCE.createNode(NodeOptions.loopback()));
-        assertEquals(Status.LOCAL_PROTECTION_ERROR, e.status());
+        assertEquals(Status.UNAVAILABLE, e.status());
         assertTrue(e.getMessage().contains(VerbsProvider.INSTANCE.unavailabilityCause().getMessage()), e.getMessage());
         assertSame(VerbsProvider.INSTANCE.unavailabilityCause(), e.getCause());
     }

@@ -115,7 +115,7 @@ public final class VerbsNode implements Node {
         this.busyPoll = busyPoll;
         this.name = "rdma-verbs-node-" + NODE_IDS.incrementAndGet();
         if (!(options.bindAddress().getAddress() instanceof Inet4Address)) {
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR,
+            throw new TransportException(Status.UNAVAILABLE,
                     "the verbs provider binds IPv4 addresses only (DiSNI), not " + options.bindAddress());
         }
         RdmaEventChannel ev = null;
@@ -157,7 +157,7 @@ public final class VerbsNode implements Node {
             this.cqCapacity = entries;
         } catch (IOException | RuntimeException e) {
             destroyQuietly(queue, compChannel, protection, anchorId, ev);
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "cannot open the RDMA device for "
+            throw new TransportException(Status.UNAVAILABLE, "cannot open the RDMA device for "
                     + options.bindAddress() + ": " + e.getMessage(), e);
         }
         this.events = ev;
@@ -314,7 +314,7 @@ public final class VerbsNode implements Node {
             LOG.debug("{} listening on {}", name, localAddress);
         } catch (Exception e) {
             this.acceptor = null;
-            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "cannot listen on " + options.bindAddress() + ": "
+            throw new TransportException(Status.UNAVAILABLE, "cannot listen on " + options.bindAddress() + ": "
                     + (e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e), e);
         }
     }

@@ -37,12 +37,4 @@ public record NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Dur
     public NodeOptions withOperationTimeout(Duration timeout) {
         return new NodeOptions(bindAddress, maxMessageSize, timeout, acceptQueueDepth);
     }
-
-    public NodeOptions withAcceptQueueDepth(int depth) {
-        return new NodeOptions(bindAddress, maxMessageSize, operationTimeout, depth);
-    }
-
-    public NodeOptions withMaxMessageSize(int size) {
-        return new NodeOptions(bindAddress, size, operationTimeout, acceptQueueDepth);
-    }
 }

@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.memory;
 
+import io.rdmaplane.rdma.provider.AbstractMemoryRegion;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
@@ -72,53 +73,15 @@ final class RegistrationOnlyNode implements Node {
         regions.forEach(Region::deregister);
     }
 
-    static final class Region implements MemoryRegion {
-        private final long address;
-        private final int rkey;
-        private final Set<Access> access;
-        private final ByteBuffer buffer;
-        private volatile boolean valid = true;
-
+    /** A region that only remembers it was deregistered. */
+    private static final class Region extends AbstractMemoryRegion {
         Region(long address, int rkey, Set<Access> access, ByteBuffer buffer) {
-            this.address = address;
-            this.rkey = rkey;
-            this.access = access;
-            this.buffer = buffer;
+            super(buffer, address, rkey, access);
         }
 
         @Override
-        public long address() {
-            return address;
-        }
-
-        @Override
-        public int length() {
-            return buffer.capacity();
-        }
-
-        @Override
-        public int rkey() {
-            return rkey;
-        }
-
-        @Override
-        public Set<Access> access() {
-            return access;
-        }
-
-        @Override
-        public ByteBuffer buffer() {
-            return buffer.duplicate();
-        }
-
-        @Override
-        public boolean isValid() {
-            return valid;
-        }
-
-        @Override
-        public void deregister() {
-            valid = false;
+        protected void revoke() {
+            // nothing is registered anywhere: the flag is all there is
         }
     }
 }

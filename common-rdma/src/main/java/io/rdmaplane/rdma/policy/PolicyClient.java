@@ -10,6 +10,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
@@ -45,6 +46,7 @@ public final class PolicyClient implements AutoCloseable {
     private final Map<InetSocketAddress, PeerConnection> peers = new ConcurrentHashMap<>();
     private final Set<PeerConnection> dedicated = ConcurrentHashMap.newKeySet();
     private final AtomicLong bytesInFlight = new AtomicLong();
+    private final AtomicBoolean starved = new AtomicBoolean();
     private final AtomicLong requestIds = new AtomicLong();
     private final ScheduledThreadPoolExecutor timer;
     private volatile boolean closed;
@@ -121,7 +123,11 @@ public final class PolicyClient implements AutoCloseable {
         while (true) {
             long now = bytesInFlight.get();
             if (now > 0 && now + bytes > options.maxBytesInFlight()) {
-                return false;
+                starved.set(true);
+                if (bytesInFlight.get() == now) {
+                    return false; // a release after this point sees the flag and wakes us
+                }
+                continue; // a release slipped in before the flag: look again
             }
             if (bytesInFlight.compareAndSet(now, now + bytes)) {
                 return true;
@@ -131,8 +137,12 @@ public final class PolicyClient implements AutoCloseable {
 
     void release(int bytes) {
         bytesInFlight.addAndGet(-bytes);
-        // Budget freed: READs waiting for it on any peer may go now.
-        peers.values().forEach(PeerConnection::dispatchData);
+        // READs refused by the total budget may wait on any peer: wake them, only when there are some.
+        // (A peer's own budget frees up on its own completions, which dispatch that peer anyway.)
+        if (starved.getAndSet(false)) {
+            peers.values().forEach(PeerConnection::dispatchData);
+            dedicated.forEach(PeerConnection::dispatchData);
+        }
     }
 
     long bytesInFlight() {

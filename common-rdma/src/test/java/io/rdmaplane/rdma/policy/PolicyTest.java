@@ -109,6 +109,32 @@ class PolicyTest {
     }
 
     @Test
+    void readsWaitingForTheTotalBudgetOnOneConnectionGoWhenAnotherConnectionReleasesIt() throws Exception {
+        long total = 256 << 10;
+        try (PolicyFixture f = new PolicyFixture(PolicyFixture.fast(),
+                PolicyFixture.fast().withBytesInFlight(64L << 20, total).withChecksumSampleRate(0), PolicyFixture.echo())) {
+            f.server.markReady();
+            RemoteBlock block = f.exposeBlock(64 << 10, 14);
+            MemoryRegion landing = f.landing(64 << 10);
+            List<PeerConnection> connections = List.of(f.client.dedicated(f.serverNode.localAddress()),
+                    f.client.dedicated(f.serverNode.localAddress()));
+            List<CompletableFuture<Void>> reads = new ArrayList<>();
+            for (int i = 0; i < 400; i++) {
+                reads.add(connections.get(i % 2).read(block, landing, 0));
+            }
+            long most = 0;
+            while (reads.stream().anyMatch(r -> !r.isDone())) {
+                most = Math.max(most, f.client.bytesInFlight());
+            }
+            for (CompletableFuture<Void> r : reads) {
+                r.get(WAIT, TimeUnit.SECONDS); // none is left waiting for a wake-up that never comes
+            }
+            assertTrue(most <= total, "total bytes in flight reached " + most);
+            connections.forEach(PeerConnection::close);
+        }
+    }
+
+    @Test
     void cutConnectionsAreRebuiltAndOutstandingReadsReissuedWithoutLoss() throws Exception {
         try (PolicyFixture f = new PolicyFixture(PolicyFixture.fast(), PolicyFixture.fast().withChecksumSampleRate(1.0),
                 PolicyFixture.echo())) {

@@ -47,7 +47,13 @@ abstract class AbstractShuffleCatalogueTest {
         long t0 = System.nanoTime();
         SparkSession local = SparkClusterHarness.start(settings(SparkClusterHarness.baseline(name())), 0);
         try {
-            ShuffleJobs.catalogue().forEach((job, run) -> baseline.put(job, run.run(local)));
+            StringBuilder times = new StringBuilder();
+            ShuffleJobs.catalogue().forEach((job, run) -> {
+                long t = System.nanoTime();
+                baseline.put(job, run.run(local));
+                times.append(String.format(" %s %.1f s", job, (System.nanoTime() - t) / 1e9));
+            });
+            System.out.println(getClass().getSimpleName() + " baselines:" + times);
         } finally {
             SparkClusterHarness.stop(local);
         }

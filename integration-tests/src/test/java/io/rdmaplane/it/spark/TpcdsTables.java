@@ -1,0 +1,130 @@
+package io.rdmaplane.it.spark;
+
+import io.trino.tpcds.Results;
+import io.trino.tpcds.Session;
+import io.trino.tpcds.Table;
+import io.trino.tpcds.column.Column;
+import io.trino.tpcds.column.ColumnType;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.math.BigDecimal;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * TPC-DS tables generated in-process by {@code io.trino.tpcds} (the dsdgen port), with Spark schemas derived
+ * from the generator's own column metadata, and Spark's own query texts ({@code tpcds/q*.sql} in the
+ * spark-sql tests jar).
+ */
+final class TpcdsTables {
+    /** The smallest scale the generator accepts (Trino's "tiny"): store_sales ~120k rows, date_dim 73k. */
+    static final double SCALE = 0.01;
+
+    private TpcdsTables() {
+    }
+
+    /** The Spark type of a generator column type. */
+    static DataType sparkType(ColumnType type) {
+        switch (type.getBase()) {
+            case INTEGER:
+                return DataTypes.IntegerType;
+            case IDENTIFIER:
+                return DataTypes.LongType;
+            case DATE:
+                return DataTypes.DateType;
+            case DECIMAL:
+                return DataTypes.createDecimalType(type.getPrecision().orElseThrow(), type.getScale().orElseThrow());
+            case CHAR:
+            case VARCHAR:
+            case TIME:
+                return DataTypes.StringType;
+            default:
+                throw new IllegalArgumentException("unknown TPC-DS column type " + type.getBase());
+        }
+    }
+
+    static StructType schema(Table table) {
+        List<StructField> fields = new ArrayList<>();
+        for (Column c : table.getColumns()) {
+            fields.add(new StructField(c.getName(), sparkType(c.getType()), true, Metadata.empty()));
+        }
+        return new StructType(fields.toArray(new StructField[0]));
+    }
+
+    static Object value(String text, DataType type) {
+        if (text == null) {
+            return null;
+        }
+        if (type == DataTypes.IntegerType) {
+            return Integer.parseInt(text);
+        }
+        if (type == DataTypes.LongType) {
+            return Long.parseLong(text);
+        }
+        if (type == DataTypes.DateType) {
+            return java.sql.Date.valueOf(text);
+        }
+        if (type instanceof org.apache.spark.sql.types.DecimalType) {
+            return new BigDecimal(text);
+        }
+        return text;
+    }
+
+    /** Every row of a table at {@link #SCALE} (a parent table's own rows, not its child's). */
+    static List<Row> rows(Table table) {
+        StructType schema = schema(table);
+        Session session = Session.getDefaultSession().withScale(SCALE).withTable(table);
+        List<Row> rows = new ArrayList<>();
+        for (List<List<String>> generated : Results.constructResults(table, session)) {
+            List<String> values = generated.get(0);
+            Object[] row = new Object[values.size()];
+            for (int i = 0; i < row.length; i++) {
+                row[i] = value(values.get(i), schema.fields()[i].dataType());
+            }
+            rows.add(RowFactory.create(row));
+        }
+        return rows;
+    }
+
+    /** Generates the tables and writes them as Parquet under {@code dir}/name (shared by both sessions). */
+    static void writeParquet(SparkSession spark, String dir, List<String> tables) {
+        JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+        for (String name : tables) {
+            Table table = Table.getTable(name);
+            List<Row> rows = rows(table);
+            Dataset<Row> df = spark.createDataFrame(sc.parallelize(rows, Math.max(1, rows.size() / 30_000)), schema(table));
+            df.write().mode("overwrite").parquet(dir + "/" + name);
+        }
+    }
+
+    static void registerViews(SparkSession spark, String dir, List<String> tables) {
+        for (String name : tables) {
+            spark.read().parquet(dir + "/" + name).createOrReplaceTempView(name);
+        }
+    }
+
+    /** Spark's text of a TPC-DS query, e.g. {@code q3}, from the spark-sql tests jar. */
+    static String query(String name) {
+        String resource = "tpcds/" + name + ".sql";
+        try (InputStream in = TpcdsTables.class.getClassLoader().getResourceAsStream(resource)) {
+            if (in == null) {
+                throw new IllegalStateException(resource + " is not on the test class path (spark-sql tests jar)");
+            }
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+}

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.fail;
 
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.SparkConf;
@@ -17,19 +16,18 @@ import org.junit.jupiter.api.TestInstance;
 /**
  * Runs the whole {@link ShuffleJobs} catalogue in one {@code local-cluster} context with the shuffle
  * manager under test and compares every result with the same job under Spark's sort shuffle in
- * {@code local[2]} (the baselines are computed first: only one SparkContext may run in a JVM). A subclass
- * chooses the context's settings (serializer, compression, ...); both sides get the same settings.
+ * {@code local[2]} ({@link Baselines}). A subclass chooses the cluster context's settings (serializer, compression, ...).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 abstract class AbstractShuffleCatalogueTest {
-    private final Map<String, List<String>> baseline = new HashMap<>();
+    private Map<String, List<String>> baseline;
     private SparkSession cluster;
     private String description;
 
     /** The application name, for logs. */
     abstract String name();
 
-    /** The settings of this context, applied to the baseline and the cluster alike. */
+    /** The settings of this class's cluster context (and of the baselines, if this class computes them). */
     abstract SparkConf settings(SparkConf conf);
 
     /** The shuffle manager under test. */
@@ -45,18 +43,7 @@ abstract class AbstractShuffleCatalogueTest {
     @BeforeAll
     void start() {
         long t0 = System.nanoTime();
-        SparkSession local = SparkClusterHarness.start(settings(SparkClusterHarness.baseline(name())), 0);
-        try {
-            StringBuilder times = new StringBuilder();
-            ShuffleJobs.catalogue().forEach((job, run) -> {
-                long t = System.nanoTime();
-                baseline.put(job, run.run(local));
-                times.append(String.format(" %s %.1f s", job, (System.nanoTime() - t) / 1e9));
-            });
-            System.out.println(getClass().getSimpleName() + " baselines:" + times);
-        } finally {
-            SparkClusterHarness.stop(local);
-        }
+        baseline = Baselines.of(settings(SparkClusterHarness.baseline(name())), ShuffleJobs.catalogue().keySet());
         long t1 = System.nanoTime();
         SparkConf conf = settings(SparkClusterHarness.cluster(name(), manager()));
         description = SparkClusterHarness.describe(conf);

@@ -130,7 +130,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
 
     private void appFallback(String reason) {
         off = reason;
-        metrics.fallbackApp();
+        metrics.fallbackApp().inc();
         LOG.warn("RDMA shuffle is OFF in this {} JVM, which uses Spark's sort shuffle: {}",
                 isDriver ? "driver" : "executor", reason);
     }
@@ -149,7 +149,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
             long limit = settings.get(SparkRdmaConfig.MAX_BLOCKS_PER_SHUFFLE);
             if (maps * partitions > limit) { // both are ints: the product fits a long
                 rdma = false;
-                metrics.fallbackShuffle();
+                metrics.fallbackShuffle().inc();
                 LOG.info("RDMA shuffle: shuffle {} uses Spark's standard path: {} maps x {} partitions = {} blocks is over {}"
                         + "maxBlocksPerShuffle={}", shuffleId, maps, partitions, maps * partitions, PREFIX, limit);
             }

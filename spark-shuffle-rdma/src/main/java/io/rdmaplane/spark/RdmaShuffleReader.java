@@ -24,6 +24,7 @@ import org.apache.spark.storage.BlockManager;
 import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.ShuffleBlockFetcherIterator;
 import org.apache.spark.util.SystemClock;
+import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.util.collection.ExternalSorter;
 import scala.Function1;
 import scala.Option;
@@ -47,6 +48,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * which the RDMA client has no block-level location for.
  */
 final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(RdmaShuffleReader.class);
     private final BaseShuffleHandle<K, ?, C> handle;
     private final List<Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>>> blocksByAddress;
     private final TaskContext context;
@@ -76,9 +78,19 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
         SerializerManager serializerManager = env.serializerManager();
         BlockManager blockManager = env.blockManager();
         MapOutputTracker tracker = env.mapOutputTracker();
+        BlockStoreClient blockClient = client.get();
+        // Registered before the fetcher registers its clean-up: listeners run in reverse order, so the
+        // task's RDMA client is closed after the fetcher has released its buffers.
+        context.addTaskCompletionListener((TaskCompletionListener) ctx -> {
+            try {
+                blockClient.close();
+            } catch (java.io.IOException | RuntimeException e) {
+                LOG.warn("RDMA shuffle: closing the block client of task {} failed", ctx.taskAttemptId(), e);
+            }
+        });
         ShuffleBlockFetcherIterator fetcher = new ShuffleBlockFetcherIterator(
                 context,
-                client.get(),
+                blockClient,
                 blockManager,
                 tracker,
                 CollectionConverters.asScala(blocksByAddress.iterator()),

@@ -54,6 +54,7 @@ class LocalClusterRdmaTest {
                     .map(i -> RdmaShuffleManager.executorReport()).collect()) {
                 reports.merge(r.get("executorId"), r, (a, b) -> rdmaBlocks(a) >= rdmaBlocks(b) ? a : b);
             }
+            System.out.println("executor reports: " + reports);
             assertEquals(2, reports.size(), "both executors reported: " + reports.keySet());
             long rdmaBlocks = 0;
             for (Map<String, String> r : reports.values()) {

@@ -39,6 +39,10 @@ class RdmaShuffleManagerLocalTest {
             assertEquals(0, metrics.count(ShuffleMetrics.FALLBACK_SHUFFLE));
             assertTrue(usedAfterJobs.get(0) > 0, "the first job's map outputs sit in registered memory: " + usedAfterJobs);
 
+            var sources = SparkEnv.get().metricsSystem().getSourcesByName("rdmaShuffle");
+            assertEquals(1, sources.size(), "the plug-in's metrics are a Spark metrics source");
+            assertTrue(sources.head().metricRegistry().getCounters().containsKey(ShuffleMetrics.PUBLISHED_MAPS));
+
             Map<String, String> report = RdmaShuffleManager.executorReport();
             assertEquals("driver", report.get("executorId"));
             assertEquals("tcp", report.get("provider"));

@@ -364,6 +364,8 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
                 return;
             }
             metrics.fallbackFetch().inc();
+            LOG.debug("shuffle {}: block {} from executor {} goes through Spark's block transfer: {}", shuffleId,
+                    blockIds[index], execId, reason);
             if (reported.add(execId)) {
                 String message = "shuffle {}: blocks from executor {} go through Spark's block transfer, the first because {}";
                 if (error) {

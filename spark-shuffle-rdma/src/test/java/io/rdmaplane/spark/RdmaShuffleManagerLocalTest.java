@@ -3,8 +3,16 @@ package io.rdmaplane.spark;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.PolicyOptions;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.spark.registry.RegistryClient;
+import java.net.InetSocketAddress;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -12,6 +20,7 @@ import org.apache.spark.SparkEnv;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.junit.jupiter.api.Test;
+import scala.Tuple2;
 
 /**
  * Local mode ({@code local[2]}: the driver is the executor): the jobs give the sort shuffle's
@@ -56,6 +65,37 @@ class RdmaShuffleManagerLocalTest {
             assertEquals(0, manager.mapOutputBytes(), "unregisterShuffle revokes every registered map output");
         }
         assertEquals(0, manager.mapOutputBytes());
+        assertNoThreadOfOursLeft();
+    }
+
+    @Test
+    void withSparkAuthenticateTheRuntimeRegistersOverAnAuthenticatedChannel() {
+        // The registry and the data server require the application's secret; the local executor's REGISTER
+        // (and so the runtime's start) only succeeds when both sides hold the same one.
+        try (JavaSparkContext sc = new JavaSparkContext(SparkJobs.rdma(SparkJobs.localConf("rdma-auth"))
+                .set("spark.authenticate", "true").set("spark.authenticate.secret", "not-so-secret"))) {
+            RdmaShuffleManager manager = assertInstanceOf(RdmaShuffleManager.class, SparkEnv.get().shuffleManager());
+            List<String> sums = new ArrayList<>();
+            sc.parallelize(List.of(1, 2, 3, 4, 5, 6), 3).mapToPair(i -> new Tuple2<>(i % 2, i))
+                    .reduceByKey(Integer::sum, 2).collect().forEach(t -> sums.add(t._1() + "=" + t._2()));
+            sums.sort(null);
+            assertEquals(List.of("0=12", "1=9"), sums);
+            assertNull(manager.offReason());
+            assertEquals("tcp", manager.providerName());
+            assertEquals(0, manager.metrics().count("rdma.auth.failures"));
+
+            // A client without the secret is refused by the registry.
+            String registry = sc.getConf().get("spark.shuffle.rdma.registry.address");
+            PolicyOptions noSecret = PolicyOptions.defaults()
+                    .withTimeouts(Duration.ofMillis(200), Duration.ofSeconds(2), Duration.ofMillis(300))
+                    .withReconnect(Duration.ofMillis(10), Duration.ZERO, Duration.ofMillis(20), 1);
+            try (RegistryClient stranger = new RegistryClient(NodeOptions.loopback(), noSecret, new PolicyMetrics(),
+                    SparkRdmaConfig.parseAddress(registry))) {
+                assertThrows(Exception.class, () -> stranger.register("intruder", new InetSocketAddress("127.0.0.1", 1)));
+            } catch (TransportException e) {
+                throw new AssertionError(e);
+            }
+        }
         assertNoThreadOfOursLeft();
     }
 

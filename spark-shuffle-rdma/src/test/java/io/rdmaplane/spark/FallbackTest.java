@@ -55,6 +55,24 @@ class FallbackTest {
     }
 
     @Test
+    void anExecutorWithoutTheRegistryAddressSaysWhichSettingToChange() {
+        // What an executor sees when the driver runs another shuffle manager (or its registry failed).
+        SparkConf executorConf = new SparkConf(false).set("spark.shuffle.manager", SparkJobs.MANAGER);
+        try (LogCapture log = new LogCapture(RdmaShuffleManager.class)) {
+            RdmaShuffleManager manager = new RdmaShuffleManager(executorConf, false);
+            try {
+                assertTrue(manager.offReason().contains("spark.shuffle.rdma.registry.address is missing"), manager.offReason());
+                assertTrue(manager.offReason().contains("spark.shuffle.manager=" + SparkJobs.MANAGER), manager.offReason());
+                assertEquals(1, manager.metrics().count(ShuffleMetrics.FALLBACK_APP));
+                assertEquals(List.of("WARN RDMA shuffle is OFF in this executor JVM, which uses Spark's sort shuffle: "
+                        + manager.offReason()), log.lines("WARN"));
+            } finally {
+                manager.stop();
+            }
+        }
+    }
+
+    @Test
     void aBadValueIsAnErrorNamingTheKey() {
         SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("bad")).set("spark.shuffle.rdma.mapOutput.capacity", "lots");
         Throwable e = assertThrows(Throwable.class, () -> new JavaSparkContext(conf).close());

@@ -300,12 +300,17 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
         return null;
     }
 
-    /** Runs on the worker; if the worker is shut down, here. */
+    /**
+     * Runs on the worker; once the client is closed (the worker shut down), on a thread of its
+     * own, never on the caller's, which may be a transport thread (Spark's client may connect).
+     */
     private void run(Runnable task) {
         try {
             worker.execute(task);
         } catch (RejectedExecutionException e) {
-            task.run();
+            Thread late = new Thread(task, "rdma-shuffle-fetch-late-" + shuffleId);
+            late.setDaemon(true);
+            late.start();
         }
     }
 

@@ -202,6 +202,51 @@ class MapOutputStoreTest {
     }
 
     @Test
+    void testMemoryOfARemovedShuffleIsReusedOnlyAfterItsQuarantine() throws Exception {
+        long[] lengths = {200_000, 0, 300_000};
+        File file = ShuffleFixture.dataFile(dir, 1, 1, lengths);
+        assertTrue(executor.store.publish(1, 1, file, lengths));
+        RemoteBlock old = executor.store.locate(1, 1, 2);
+        executor.store.removeShuffle(1);
+        long idle = executor.store.idleBytes();
+        assertTrue(idle >= executor.store.usedBytes() && idle > 0, "the deregistered memory is kept for reuse");
+
+        // Within the quarantine (default 5 s) a publish of the same size takes fresh memory.
+        File again = ShuffleFixture.dataFile(dir, 2, 1, lengths);
+        assertTrue(executor.store.publish(2, 1, again, lengths));
+        assertEquals(idle, executor.store.idleBytes(), "quarantined memory is not reused");
+
+        executor.store.setRecycleQuarantine(java.time.Duration.ZERO);
+        executor.store.removeShuffle(2); // its memory is reusable at once now
+        assertEquals(2 * idle, executor.store.idleBytes());
+        assertTrue(executor.store.publish(3, 1, ShuffleFixture.dataFile(dir, 3, 1, lengths), lengths));
+        assertEquals(idle, executor.store.idleBytes(), "one idle buffer was reused");
+        // Reused memory: the new segments are intact, and the old rkey still fails.
+        for (int r : new int[] {0, 2}) {
+            assertArrayEquals(ShuffleFixture.blockBytes(3, 1, r, lengths[r]), payloadOf(readRemote(executor.store.locate(3, 1, r))));
+        }
+        ExecutionException e = assertThrows(ExecutionException.class, () -> readRemote(old));
+        assertEquals(Status.REMOTE_ACCESS_ERROR, statusOf(e));
+    }
+
+    @Test
+    void testIdleMemoryStaysWithinWhatTheCapLeaves() throws Exception {
+        long[] lengths = {1 << 20, 1 << 20};
+        File file = ShuffleFixture.dataFile(dir, 1, 1, lengths);
+        try (Executor small = new Executor("small", 5L << 20)) {
+            small.store.setRecycleQuarantine(java.time.Duration.ZERO);
+            assertTrue(small.store.publish(1, 1, file, lengths));
+            assertTrue(small.store.publish(1, 2, file, lengths));
+            small.store.removeShuffle(1);
+            assertTrue(small.store.idleBytes() <= 5L << 20, "idle memory within the cap: " + small.store.idleBytes());
+            assertTrue(small.store.publish(2, 1, file, lengths));
+            assertTrue(small.store.publish(2, 2, file, lengths));
+            assertTrue(small.store.idleBytes() + small.store.usedBytes() <= 5L << 20,
+                    "idle + registered within the cap: " + small.store.idleBytes() + " + " + small.store.usedBytes());
+        }
+    }
+
+    @Test
     void testConcurrentPublishLocateAndRemove() throws Exception {
         int maps = 24;
         long[] lengths = {3000, 0, 12_000, 800};

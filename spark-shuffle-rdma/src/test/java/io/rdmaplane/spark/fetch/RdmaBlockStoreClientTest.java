@@ -181,6 +181,75 @@ class RdmaBlockStoreClientTest {
     }
 
     @Test
+    void testManyBlocksInManyCallsAllArriveWithOneLocate() throws Exception {
+        try (Executor c = new Executor("exec-c", 256L << 20)) {
+            Random random = new Random(5);
+            List<ShuffleBlockId> blocks = new ArrayList<>();
+            for (long map = 100; map < 160; map++) {
+                long[] lengths = new long[6];
+                for (int r = 0; r < lengths.length; r++) {
+                    lengths[r] = random.nextInt(5) == 0 ? 0 : 1 + random.nextInt(40_000);
+                }
+                assertTrue(c.store.publish(SHUFFLE, map, ShuffleFixture.dataFile(dir, SHUFFLE, map, lengths), lengths));
+                for (int r = 0; r < lengths.length; r++) {
+                    if (lengths[r] > 0) {
+                        ShuffleBlockId id = new ShuffleBlockId(SHUFFLE, map, r);
+                        expected.put(id.name(), ShuffleFixture.blockBytes(SHUFFLE, map, r, lengths[r]));
+                        blocks.add(id);
+                    }
+                }
+            }
+            blocksByExecutor.put(c.id, blocks);
+            List<String> ids = blocks.stream().map(ShuffleBlockId::name).toList();
+            RecordingListener listener = new RecordingListener(false);
+            try (RdmaBlockStoreClient client = client(e -> c.server.address())) {
+                for (int from = 0; from < ids.size(); from += 25) {
+                    fetch(client, c, ids.subList(from, Math.min(ids.size(), from + 25)), listener);
+                }
+                listener.awaitSettled(ids.size());
+            }
+            assertTrue(ids.size() > 200, "many blocks: " + ids.size());
+            assertReceivedExactly(listener, ids);
+            assertTrue(fallback.calls.isEmpty(), "nothing fell back: " + fallback.calls);
+            assertEquals(1, metrics.locateRequests().getCount());
+            assertEquals(1, c.locatesAnswered.get());
+            assertEquals(ids.size(), metrics.fetchRdmaBlocks().getCount());
+            awaitPoolIdle();
+        }
+    }
+
+    @Test
+    void testMoreBlocksThanOneLocateCarriesAreLocatedInSeveralMessagesAtOnce() throws Exception {
+        try (Executor c = new Executor("exec-c", 256L << 20)) {
+            List<ShuffleBlockId> blocks = new ArrayList<>();
+            long[] lengths = {100, 200, 300, 400};
+            for (long map = 1000; map < 1300; map++) {
+                assertTrue(c.store.publish(SHUFFLE, map, ShuffleFixture.dataFile(dir, SHUFFLE, map, lengths), lengths));
+                for (int r = 0; r < lengths.length; r++) {
+                    ShuffleBlockId id = new ShuffleBlockId(SHUFFLE, map, r);
+                    expected.put(id.name(), ShuffleFixture.blockBytes(SHUFFLE, map, r, lengths[r]));
+                    blocks.add(id);
+                }
+            }
+            blocksByExecutor.put(c.id, blocks);
+            List<String> ids = blocks.stream().map(ShuffleBlockId::name).toList();
+            RecordingListener listener = new RecordingListener(false);
+            try (RdmaBlockStoreClient client = client(e -> c.server.address())) {
+                for (int from = 0; from < ids.size(); from += 400) {
+                    fetch(client, c, ids.subList(from, Math.min(ids.size(), from + 400)), listener);
+                }
+                listener.awaitSettled(ids.size());
+            }
+            assertReceivedExactly(listener, ids);
+            assertTrue(fallback.calls.isEmpty(), "nothing fell back: " + fallback.calls);
+            assertEquals((ids.size() + LocateProtocol.MAX_BLOCKS - 1) / LocateProtocol.MAX_BLOCKS,
+                    metrics.locateRequests().getCount(), "1200 blocks: two LOCATE messages, sent together, once");
+            assertEquals(2, c.locatesAnswered.get());
+            awaitPoolIdle();
+        }
+    }
+
+    @Test
     void testBuffersStayInTheRegisteredMemoryUntilSparkReleasesThem() throws Exception {
         RecordingListener listener = new RecordingListener(true);
         try (RdmaBlockStoreClient client = client(both())) {

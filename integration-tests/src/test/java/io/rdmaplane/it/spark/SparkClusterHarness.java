@@ -2,6 +2,7 @@ package io.rdmaplane.it.spark;
 
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.rdmaplane.spark.RdmaShuffleManager;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.apache.spark.SparkConf;
@@ -21,8 +22,19 @@ import org.apache.spark.sql.SparkSession;
  * cluster once and runs every job in it.
  */
 final class SparkClusterHarness {
-    /** Spark's own sort shuffle, the baseline (and the harness's stand-in before our manager existed). */
+    /** Spark's own sort shuffle, the baseline. */
     static final String SORT = "sort";
+
+    /** The project's manager. */
+    static final String RDMA = RdmaShuffleManager.class.getName();
+
+    /**
+     * The manager the catalogue and TPC-DS tests run in local-cluster: ours, or another class (e.g. {@code sort},
+     * to check the harness itself) with {@code -Drdma.it.shuffle.manager=...}.
+     */
+    static String managerUnderTest() {
+        return System.getProperty("rdma.it.shuffle.manager", RDMA);
+    }
 
     static final String WORKERS = "local-cluster[2,1,1024]";
 
@@ -86,9 +98,20 @@ final class SparkClusterHarness {
         return spark;
     }
 
+    /** Waits until at least {@code executors} executors have registered. */
     static void awaitExecutors(SparkContext sc, int executors) {
+        awaitExecutors(sc, executors, false);
+    }
+
+    /** Waits until exactly {@code executors} executors are registered (after a kill, say). */
+    static void awaitExecutorCount(SparkContext sc, int executors) {
+        awaitExecutors(sc, executors, true);
+    }
+
+    private static void awaitExecutors(SparkContext sc, int executors, boolean exactly) {
         long deadline = System.nanoTime() + 180_000_000_000L;
-        while (sc.statusTracker().getExecutorInfos().length < executors + 1) { // + the driver
+        while (exactly ? sc.statusTracker().getExecutorInfos().length != executors + 1
+                : sc.statusTracker().getExecutorInfos().length < executors + 1) { // + the driver
             if (System.nanoTime() > deadline) {
                 fail(executors + " executors did not register in 180 s; have "
                         + (sc.statusTracker().getExecutorInfos().length - 1));

@@ -40,7 +40,7 @@ class TpcdsShuffleTest {
 
     /** The shuffle manager under test. */
     String manager() {
-        return SparkClusterHarness.SORT;
+        return SparkClusterHarness.managerUnderTest();
     }
 
     static SparkConf settings(SparkConf conf) {

@@ -1,0 +1,65 @@
+package io.rdmaplane.it.spark;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.rdmaplane.spark.RdmaShuffleManager;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * The RDMA shuffle manager's reports ({@link RdmaShuffleManager#executorReport()}: executor id, provider or why it
+ * is off, every counter) collected from the executors with a small job, and from the driver.
+ */
+final class RdmaReports {
+    private RdmaReports() {
+    }
+
+    /** The latest report of each of the {@code executors} executors, by executor id. */
+    static Map<String, Map<String, String>> executors(SparkSession spark, int executors) {
+        JavaSparkContext sc = ShuffleJobs.jsc(spark);
+        Map<String, Map<String, String>> byId = new TreeMap<>();
+        int tasks = 8 * executors;
+        for (int attempt = 0; attempt < 10 && byId.size() < executors; attempt++) {
+            // tasks that last a little, so that every executor's free core takes some
+            List<Map<String, String>> reports = sc.parallelize(ShuffleJobs.range(tasks), tasks).map(i -> {
+                Thread.sleep(50);
+                return (Map<String, String>) new HashMap<>(RdmaShuffleManager.executorReport());
+            }).collect();
+            for (Map<String, String> r : reports) {
+                byId.put(r.get("executorId"), r);
+            }
+        }
+        if (byId.size() < executors) {
+            fail("reports from " + byId.keySet() + ", expected " + executors + " executors");
+        }
+        return byId;
+    }
+
+    /** The driver's report (this JVM): where registerShuffle decides and counts shuffle-level fallbacks. */
+    static Map<String, String> driver() {
+        return RdmaShuffleManager.executorReport();
+    }
+
+    static long counter(Map<String, String> report, String name) {
+        String value = report.get(name);
+        if (value == null) {
+            fail("no counter " + name + " in " + report);
+        }
+        return Long.parseLong(value);
+    }
+
+    /** A counter summed over the executors. */
+    static long sum(Map<String, Map<String, String>> reports, String name) {
+        return reports.values().stream().mapToLong(r -> counter(r, name)).sum();
+    }
+
+    static String describe(Map<String, Map<String, String>> reports) {
+        StringBuilder b = new StringBuilder();
+        reports.forEach((id, r) -> b.append("\n  executor ").append(id).append(": ").append(r));
+        return b.toString();
+    }
+}

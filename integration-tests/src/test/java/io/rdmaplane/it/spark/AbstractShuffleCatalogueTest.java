@@ -1,30 +1,28 @@
 package io.rdmaplane.it.spark;
 
-import static io.rdmaplane.it.spark.RdmaReports.counter;
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.util.List;
 import java.util.Map;
-import io.rdmaplane.spark.ShuffleMetrics;
 import org.apache.spark.SparkConf;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.TestMethodOrder;
-import org.junit.jupiter.api.MethodOrderer;
-import org.junit.jupiter.api.Order;
-import org.junit.jupiter.api.Assumptions;
 
 /**
  * Runs the whole {@link ShuffleJobs} catalogue in one {@code local-cluster} context with the shuffle
  * manager under test and compares every result with the same job under Spark's sort shuffle in
- * {@code local[2]} ({@link Baselines}). A subclass chooses the cluster context's settings (serializer, compression, ...).
+ * {@code local[2]} ({@link Baselines}). A subclass chooses the cluster context's settings (serializer,
+ * compression, ...). The last test checks, from the executors' reports, that the RDMA manager really served
+ * the shuffles: blocks fetched over RDMA on both executors and no fallback at any level.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -42,11 +40,6 @@ abstract class AbstractShuffleCatalogueTest {
     /** The shuffle manager under test. */
     String manager() {
         return SparkClusterHarness.managerUnderTest();
-    }
-
-    /** The started cluster session, for subclasses' own checks. */
-    SparkSession cluster() {
-        return cluster;
     }
 
     @BeforeAll
@@ -173,22 +166,6 @@ abstract class AbstractShuffleCatalogueTest {
         Assumptions.assumeTrue(SparkClusterHarness.RDMA.equals(manager()), "SKIPPED: the manager under test is "
                 + manager() + ", not " + SparkClusterHarness.RDMA + ": no RDMA report to check");
         check("reduceByKey");
-        Map<String, Map<String, String>> reports = RdmaReports.executors(cluster, 2);
-        Map<String, String> driver = RdmaReports.driver();
-        System.out.println(getClass().getSimpleName() + " reports:" + RdmaReports.describe(reports) + "\n  driver: " + driver);
-        for (Map.Entry<String, Map<String, String>> e : reports.entrySet()) {
-            Map<String, String> r = e.getValue();
-            String where = "executor " + e.getKey() + ": " + r;
-            assertFalse(r.get("provider").startsWith("off") || r.get("provider").startsWith("not started"), where);
-            assertTrue(counter(r, ShuffleMetrics.PUBLISHED_MAPS) > 0, where);
-            assertTrue(counter(r, ShuffleMetrics.FETCH_RDMA_BLOCKS) > 0, where);
-            assertTrue(counter(r, ShuffleMetrics.FETCH_RDMA_BYTES) > 0, where);
-            assertEquals(0, counter(r, ShuffleMetrics.FALLBACK_FETCH), where);
-            assertEquals(0, counter(r, ShuffleMetrics.FALLBACK_APP), where);
-            assertEquals(0, counter(r, ShuffleMetrics.NOT_PUBLISHED_OVER_CAP), where);
-            assertEquals(0, counter(r, ShuffleMetrics.NOT_PUBLISHED_FAILED), where);
-        }
-        assertEquals(0, counter(driver, ShuffleMetrics.FALLBACK_SHUFFLE), "driver: " + driver);
-        assertEquals(0, counter(driver, ShuffleMetrics.FALLBACK_APP), "driver: " + driver);
+        RdmaReports.assertEveryShuffleOverRdma(getClass().getSimpleName(), cluster, 2);
     }
 }

@@ -1,8 +1,12 @@
 package io.rdmaplane.it.spark;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import io.rdmaplane.spark.RdmaShuffleManager;
+import io.rdmaplane.spark.ShuffleMetrics;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -42,6 +46,30 @@ final class RdmaReports {
     /** The driver's report (this JVM): where registerShuffle decides and counts shuffle-level fallbacks. */
     static Map<String, String> driver() {
         return RdmaShuffleManager.executorReport();
+    }
+
+    /**
+     * Every executor runs a provider, published map outputs and fetched blocks over RDMA, and nothing fell back at
+     * any level (the driver counts shuffle-level fallbacks).
+     */
+    static void assertEveryShuffleOverRdma(String what, SparkSession spark, int executors) {
+        Map<String, Map<String, String>> reports = executors(spark, executors);
+        Map<String, String> driver = driver();
+        System.out.println(what + " reports:" + describe(reports) + "\n  driver: " + driver);
+        for (Map.Entry<String, Map<String, String>> e : reports.entrySet()) {
+            Map<String, String> r = e.getValue();
+            String where = what + ", executor " + e.getKey() + ": " + r;
+            assertFalse(r.get("provider").startsWith("off") || r.get("provider").startsWith("not started"), where);
+            assertTrue(counter(r, ShuffleMetrics.PUBLISHED_MAPS) > 0, where);
+            assertTrue(counter(r, ShuffleMetrics.FETCH_RDMA_BLOCKS) > 0, where);
+            assertTrue(counter(r, ShuffleMetrics.FETCH_RDMA_BYTES) > 0, where);
+            assertEquals(0, counter(r, ShuffleMetrics.FALLBACK_FETCH), where);
+            assertEquals(0, counter(r, ShuffleMetrics.FALLBACK_APP), where);
+            assertEquals(0, counter(r, ShuffleMetrics.NOT_PUBLISHED_OVER_CAP), where);
+            assertEquals(0, counter(r, ShuffleMetrics.NOT_PUBLISHED_FAILED), where);
+        }
+        assertEquals(0, counter(driver, ShuffleMetrics.FALLBACK_SHUFFLE), what + ", driver: " + driver);
+        assertEquals(0, counter(driver, ShuffleMetrics.FALLBACK_APP), what + ", driver: " + driver);
     }
 
     static long counter(Map<String, String> report, String name) {

@@ -17,7 +17,12 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -28,6 +33,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * Both sessions read the same Parquet files, written once by the baseline session.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class TpcdsShuffleTest {
     /** The tables of the queries below (q7 is left out: customer_demographics has 1.9M rows at any scale). */
     static final List<String> TABLES = List.of("store_sales", "date_dim", "item", "customer", "customer_address", "store");
@@ -101,5 +107,15 @@ class TpcdsShuffleTest {
         List<String> actual = run(cluster, query);
         System.out.printf("TpcdsShuffleTest.%s: %d rows, %.1f s%n", query, actual.size(), (System.nanoTime() - t0) / 1e9);
         AbstractShuffleCatalogueTest.assertSameRows(query + " under " + description, expected, actual);
+    }
+
+    /** The queries' shuffles really went over RDMA: every executor fetched blocks, nothing fell back. */
+    @Test
+    @Order(Integer.MAX_VALUE)
+    void rdmaServedTheQueries() {
+        Assumptions.assumeTrue(SparkClusterHarness.RDMA.equals(manager()), "SKIPPED: the manager under test is "
+                + manager() + ", not " + SparkClusterHarness.RDMA + ": no RDMA report to check");
+        run(cluster, "q3");
+        RdmaReports.assertEveryShuffleOverRdma("TpcdsShuffleTest", cluster, 2);
     }
 }

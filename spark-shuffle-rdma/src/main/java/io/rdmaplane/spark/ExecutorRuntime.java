@@ -10,6 +10,7 @@ import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportProvider;
+import io.rdmaplane.rdma.provider.tcp.TcpNode;
 import io.rdmaplane.spark.registry.RegistryClient;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import io.rdmaplane.spark.serve.ShuffleBlockServer;
@@ -75,6 +76,7 @@ final class ExecutorRuntime implements AutoCloseable {
         policy = track(new PolicyClient(node, options, policyMetrics));
         server = track(new ShuffleBlockServer(node, options, policyMetrics, store));
         Runnable breakNow = installFaultHook(conf);
+        installCorruptionHook(conf);
         server.start();
         NodeOptions registryNode = new NodeOptions(new InetSocketAddress(bindHost, 0), nodeOptions.maxMessageSize(),
                 nodeOptions.operationTimeout(), nodeOptions.acceptQueueDepth());
@@ -119,6 +121,22 @@ final class ExecutorRuntime implements AutoCloseable {
             }
         });
         return after == 0 ? breakNode : null;
+    }
+
+    /** The test-only corruption hook: the next N READ payloads landing on this executor have a bit flipped. */
+    private void installCorruptionHook(Conf conf) {
+        int reads = conf.get(SparkRdmaConfig.TEST_CORRUPT_READS);
+        if (reads == 0 || !executorId.equals(conf.get(SparkRdmaConfig.TEST_CORRUPT_EXECUTOR))) {
+            return;
+        }
+        if (node instanceof TcpNode tcp) {
+            tcp.injectReadCorruption(reads);
+            LOG.error("########## TEST FAULT HOOK ARMED: executor {} corrupts the next {} READ payloads it receives"
+                    + " (spark.shuffle.rdma.test.corruptExecutor) ##########", executorId, reads);
+        } else {
+            LOG.error("########## TEST FAULT HOOK IGNORED: spark.shuffle.rdma.test.corruptReads needs the tcp provider, this"
+                    + " executor runs {} ##########", node.providerName());
+        }
     }
 
     private <T extends AutoCloseable> T track(T resource) {

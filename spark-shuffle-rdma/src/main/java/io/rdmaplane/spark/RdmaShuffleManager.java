@@ -394,7 +394,8 @@ public final class RdmaShuffleManager implements ShuffleManager {
         if (manager instanceof RdmaShuffleManager ours) {
             String provider = ours.providerName();
             report.put("provider", provider != null ? provider
-                    : ours.off != null ? "off: " + ours.off : "not started: no RDMA shuffle task ran in this JVM yet");
+                    : ours.off != null ? "off: " + ours.off
+                    : "not started: no RDMA shuffle task ran in this JVM yet" + (ours.isDriver ? " (a driver runs tasks only in local mode)" : ""));
             ours.metrics.snapshot().forEach((name, value) -> report.put(name, String.valueOf(value)));
         } else {
             report.put("provider", "off: the shuffle manager is " + (manager == null ? "not set" : manager.getClass().getName()));

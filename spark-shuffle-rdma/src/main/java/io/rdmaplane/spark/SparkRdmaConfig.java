@@ -30,9 +30,15 @@ public final class SparkRdmaConfig {
             "Test only: the executor whose RDMA data node is closed after test.breakAfterLocates LOCATE requests (a fault hook).");
     public static final ConfigKey<Integer> TEST_BREAK_AFTER_LOCATES = ConfigKey.intKey("test.breakAfterLocates", 0, 0,
             Integer.MAX_VALUE, "Test only: LOCATE requests the test.breakExecutor executor answers before its data node is closed.");
+    public static final ConfigKey<String> TEST_CORRUPT_EXECUTOR = ConfigKey.stringKey("test.corruptExecutor", "",
+            Pattern.compile("[A-Za-z0-9._-]+"), "an executor id",
+            "Test only: the executor (tcp provider) on which the next test.corruptReads READ payloads land with one bit flipped (a fault hook).");
+    public static final ConfigKey<Integer> TEST_CORRUPT_READS = ConfigKey.intKey("test.corruptReads", 0, 0, Integer.MAX_VALUE,
+            "Test only: READ payloads the test.corruptExecutor executor receives corrupted, to prove checksums catch it.");
 
     private static final List<ConfigKey<?>> SPARK_KEYS = List.of(ENABLED, MAP_OUTPUT_CAPACITY, MAX_BLOCKS_PER_SHUFFLE,
-            REGISTRY_PORT, REGISTRY_ADDRESS, TEST_BREAK_EXECUTOR, TEST_BREAK_AFTER_LOCATES);
+            REGISTRY_PORT, REGISTRY_ADDRESS, TEST_BREAK_EXECUTOR, TEST_BREAK_AFTER_LOCATES, TEST_CORRUPT_EXECUTOR,
+            TEST_CORRUPT_READS);
 
     public static final ConfigRegistry REGISTRY = new ConfigRegistry("Spark shuffle", "spark.shuffle.rdma.",
             Stream.concat(PolicyKeys.SHARED.stream(), SPARK_KEYS.stream()).toList());

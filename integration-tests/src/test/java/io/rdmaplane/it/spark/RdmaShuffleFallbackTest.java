@@ -131,11 +131,14 @@ class RdmaShuffleFallbackTest {
     /**
      * Level 3: executor 1's data node is closed after it answered 3 LOCATEs, in the middle of the first job. Blocks
      * of executor 1 then come through Spark's Netty transfer, block by block: every result equals the baseline and
-     * no task fails.
+     * no task fails. Before that, the first 6 READ payloads landing on executor 0 have a bit flipped: with every
+     * block's checksum verified, each is caught (re-READ, then Netty), never delivered.
      */
     @Test
     void fetchFallbackWhenAnExecutorBreaksMidJob() {
-        withCluster("fallback-fetch", c -> c.set(KEY + "test.breakExecutor", "1").set(KEY + "test.breakAfterLocates", "3"),
+        withCluster("fallback-fetch", c -> c.set(KEY + "test.breakExecutor", "1").set(KEY + "test.breakAfterLocates", "3")
+                        .set(KEY + "test.corruptExecutor", "0").set(KEY + "test.corruptReads", "6")
+                        .set(KEY + "checksum.sampleRate", "1"),
                 spark -> {
                     AtomicInteger failedTasks = new AtomicInteger();
                     spark.sparkContext().addSparkListener(new SparkListener() {
@@ -152,6 +155,8 @@ class RdmaShuffleFallbackTest {
                     assertTrue(sum(reports, ShuffleMetrics.FALLBACK_FETCH) > 0, "blocks fell back to Netty" + RdmaReports.describe(reports));
                     assertTrue(sum(reports, ShuffleMetrics.FETCH_RDMA_BLOCKS) > 0,
                             "blocks came over RDMA before the break" + RdmaReports.describe(reports));
+                    assertTrue(Long.parseLong(reports.get("0").getOrDefault("rdma.checksum.failures", "0")) > 0,
+                            "executor 0's checksums caught the corrupted READs" + RdmaReports.describe(reports));
                     try {
                         spark.sparkContext().listenerBus().waitUntilEmpty(60_000);
                     } catch (java.util.concurrent.TimeoutException e) {

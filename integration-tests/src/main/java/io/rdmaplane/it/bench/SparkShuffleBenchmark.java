@@ -75,9 +75,10 @@ public final class SparkShuffleBenchmark {
                 Outcome o = workload.run(SparkLocalCluster.conf("shuffle-bench-" + (rdmaTurn ? "rdma" : "netty") + "-" + round,
                         workers, workerMiB, workerMiB + "m", m, rdmaTurn ? rdmaSettings : common, executorJvm), workers);
                 (rdmaTurn ? rdma : netty).add(o);
-                System.out.printf(Locale.ROOT, "round %d %-20s job %7.2f s  fetch wait %6d ms  read %s remote + %s local"
-                                + "  written %s  failed tasks %d%s%n",
-                        round + 1, name(m), o.jobSeconds(), o.metrics().fetchWaitMs(),
+                System.out.printf(Locale.ROOT, "round %d %-20s job %7.2f s (map %6.2f s, reduce %6.2f s)  fetch wait %6d ms"
+                                + "  read %s remote + %s local  written %s  failed tasks %d%s%n",
+                        round + 1, name(m), o.jobSeconds(), o.metrics().mapStageMs() / 1e3, o.metrics().reduceStageMs() / 1e3,
+                        o.metrics().fetchWaitMs(),
                         ShuffleReport.mib(o.metrics().remoteBytesRead()), ShuffleReport.mib(o.metrics().localBytesRead()),
                         ShuffleReport.mib(o.metrics().bytesWritten()), o.metrics().failedTasks(), rdmaTurn ? rdmaCounters(o) : "");
                 if (expected == null) {
@@ -92,9 +93,15 @@ public final class SparkShuffleBenchmark {
         double nettyJob = median(netty, Outcome::jobSeconds);
         double rdmaWait = median(rdma, o -> o.metrics().fetchWaitMs());
         double nettyWait = median(netty, o -> o.metrics().fetchWaitMs());
+        double rdmaMap = median(rdma, o -> o.metrics().mapStageMs() / 1e3);
+        double nettyMap = median(netty, o -> o.metrics().mapStageMs() / 1e3);
+        double rdmaReduce = median(rdma, o -> o.metrics().reduceStageMs() / 1e3);
+        double nettyReduce = median(netty, o -> o.metrics().reduceStageMs() / 1e3);
         System.out.print(new ShuffleReport()
                 .row("median of " + rounds, name(manager), "sort shuffle (Netty)", "ratio", "goal")
                 .row("job time", fmt("%.2f s", rdmaJob), fmt("%.2f s", nettyJob), ShuffleReport.ratio(rdmaJob, nettyJob), "<= 1.00x")
+                .row("  map stage", fmt("%.2f s", rdmaMap), fmt("%.2f s", nettyMap), ShuffleReport.ratio(rdmaMap, nettyMap), "")
+                .row("  reduce stage", fmt("%.2f s", rdmaReduce), fmt("%.2f s", nettyReduce), ShuffleReport.ratio(rdmaReduce, nettyReduce), "")
                 .row("fetch wait (sum of tasks)", fmt("%.0f ms", rdmaWait), fmt("%.0f ms", nettyWait),
                         ShuffleReport.ratio(rdmaWait, nettyWait), "<= 0.80x")
                 .render());

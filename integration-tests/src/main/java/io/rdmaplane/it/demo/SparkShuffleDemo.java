@@ -68,6 +68,8 @@ public final class SparkShuffleDemo {
                 .row("", shortName(rdma.manager()), "sort shuffle (Netty)")
                 .row("provider", ShuffleReport.providers(rdma.executors()), "-")
                 .row("job wall time", seconds(rdma.jobSeconds()), seconds(netty.jobSeconds()))
+                .row("  map stage / reduce stage", seconds(a.mapStageMs() / 1e3) + " / " + seconds(a.reduceStageMs() / 1e3),
+                        seconds(b.mapStageMs() / 1e3) + " / " + seconds(b.reduceStageMs() / 1e3))
                 .row("shuffle written", mib(a.bytesWritten()) + ", " + count(a.recordsWritten()) + " rec",
                         mib(b.bytesWritten()) + ", " + count(b.recordsWritten()) + " rec")
                 .row("shuffle read remote", mib(a.remoteBytesRead()) + ", " + count(a.remoteBlocks()) + " blocks",

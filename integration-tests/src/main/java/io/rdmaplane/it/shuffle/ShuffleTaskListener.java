@@ -7,6 +7,8 @@ import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 
 /**
@@ -18,7 +20,8 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
 public final class ShuffleTaskListener extends SparkListener {
     /** Sums over the tasks of every job so far. */
     public record Totals(long bytesWritten, long recordsWritten, long remoteBytesRead, long localBytesRead,
-                         long fetchWaitMs, long recordsRead, long remoteBlocks, long localBlocks, long failedTasks) {
+                         long fetchWaitMs, long recordsRead, long remoteBlocks, long localBlocks, long failedTasks,
+                         long mapStageMs, long reduceStageMs) {
         public long bytesRead() {
             return remoteBytesRead + localBytesRead;
         }
@@ -33,6 +36,8 @@ public final class ShuffleTaskListener extends SparkListener {
     private long remoteBlocks;
     private long localBlocks;
     private long failedTasks;
+    private long mapStageMs;
+    private long reduceStageMs;
     private int jobsStarted;
     private int jobsEnded;
 
@@ -55,6 +60,21 @@ public final class ShuffleTaskListener extends SparkListener {
         recordsRead += r.recordsRead();
         remoteBlocks += r.remoteBlocksFetched();
         localBlocks += r.localBlocksFetched();
+    }
+
+    /** Wall time of stages that wrote shuffle output (map side) and of the others (the final, reduce side). */
+    @Override
+    public synchronized void onStageCompleted(SparkListenerStageCompleted completed) {
+        StageInfo stage = completed.stageInfo();
+        if (stage.submissionTime().isEmpty() || stage.completionTime().isEmpty()) {
+            return;
+        }
+        long ms = (Long) stage.completionTime().get() - (Long) stage.submissionTime().get();
+        if (stage.taskMetrics() != null && stage.taskMetrics().shuffleWriteMetrics().bytesWritten() > 0) {
+            mapStageMs += ms;
+        } else {
+            reduceStageMs += ms;
+        }
     }
 
     @Override
@@ -85,6 +105,6 @@ public final class ShuffleTaskListener extends SparkListener {
             }
         }
         return new Totals(bytesWritten, recordsWritten, remoteBytesRead, localBytesRead, fetchWaitMs, recordsRead,
-                remoteBlocks, localBlocks, failedTasks);
+                remoteBlocks, localBlocks, failedTasks, mapStageMs, reduceStageMs);
     }
 }

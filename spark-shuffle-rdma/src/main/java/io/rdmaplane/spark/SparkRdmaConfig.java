@@ -1,12 +1,81 @@
 package io.rdmaplane.spark;
 
+import io.rdmaplane.rdma.config.Conf;
+import io.rdmaplane.rdma.config.ConfigKey;
 import io.rdmaplane.rdma.config.ConfigRegistry;
 import io.rdmaplane.rdma.config.PolicyKeys;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.apache.spark.SparkConf;
+import scala.Tuple2;
 
 /** The settings of the Spark shuffle plug-in, read from SparkConf. */
 public final class SparkRdmaConfig {
-    public static final ConfigRegistry REGISTRY = new ConfigRegistry("Spark shuffle", "spark.shuffle.rdma.", PolicyKeys.SHARED);
+    public static final ConfigKey<Boolean> ENABLED = ConfigKey.booleanKey("enabled", true,
+            "Whether RdmaShuffleManager serves and fetches shuffle blocks over RDMA; false makes it behave exactly as Spark's sort shuffle.");
+    public static final ConfigKey<Long> MAP_OUTPUT_CAPACITY = ConfigKey.byteSizeKey("mapOutput.capacity", "1g", "0", "1t",
+            "Registered (pinned) bytes for map outputs per executor; a map output over the cap is not published and is served by Netty (0 = publish none).");
+    public static final ConfigKey<Long> MAX_BLOCKS_PER_SHUFFLE = ConfigKey.longKey("maxBlocksPerShuffle", 50_000_000L, 0,
+            Long.MAX_VALUE, "A shuffle with more map tasks x reduce partitions than this uses Spark's standard path (logged once per shuffle).");
+    public static final ConfigKey<Integer> REGISTRY_PORT = ConfigKey.intKey("registry.port", 0, 0, 65535,
+            "Port of the driver's executor registry, where executors register their RDMA address (0 = any free port).");
+    public static final ConfigKey<String> REGISTRY_ADDRESS = ConfigKey.stringKey("registry.address", "",
+            Pattern.compile("\\S+:[0-9]{1,5}"), "host:port",
+            "Set by the driver (do not set it): where executors find the registry. Unset on an executor means it uses Spark's sort shuffle.");
+    public static final ConfigKey<String> TEST_BREAK_EXECUTOR = ConfigKey.stringKey("test.breakExecutor", "",
+            Pattern.compile("[A-Za-z0-9._-]+"), "an executor id",
+            "Test only: the executor whose RDMA data node is closed after test.breakAfterLocates LOCATE requests (a fault hook).");
+    public static final ConfigKey<Integer> TEST_BREAK_AFTER_LOCATES = ConfigKey.intKey("test.breakAfterLocates", 0, 0,
+            Integer.MAX_VALUE, "Test only: LOCATE requests the test.breakExecutor executor answers before its data node is closed.");
+
+    private static final List<ConfigKey<?>> SPARK_KEYS = List.of(ENABLED, MAP_OUTPUT_CAPACITY, MAX_BLOCKS_PER_SHUFFLE,
+            REGISTRY_PORT, REGISTRY_ADDRESS, TEST_BREAK_EXECUTOR, TEST_BREAK_AFTER_LOCATES);
+
+    public static final ConfigRegistry REGISTRY = new ConfigRegistry("Spark shuffle", "spark.shuffle.rdma.",
+            Stream.concat(PolicyKeys.SHARED.stream(), SPARK_KEYS.stream()).toList());
 
     private SparkRdmaConfig() {
+    }
+
+    /** The plug-in's settings in {@code conf} (read on each get, so a later set is seen). */
+    public static Conf bind(SparkConf conf) {
+        return REGISTRY.bind(name -> conf.contains(name) ? conf.get(name) : null);
+    }
+
+    /**
+     * Checks every setting under the prefix: an unknown name or a bad value is an error naming the key.
+     *
+     * @throws io.rdmaplane.rdma.config.ConfigException naming the key
+     */
+    public static Conf validated(SparkConf conf) {
+        List<String> names = new ArrayList<>();
+        for (Tuple2<String, String> entry : conf.getAll()) {
+            names.add(entry._1());
+        }
+        REGISTRY.checkNoUnknownKeys(names);
+        Conf bound = bind(conf);
+        for (ConfigKey<?> key : REGISTRY.keys()) {
+            bound.get(key);
+        }
+        return bound;
+    }
+
+    /** Parses a {@code host:port} the registry published. */
+    static InetSocketAddress parseAddress(String hostPort) {
+        int colon = hostPort.lastIndexOf(':');
+        String host = hostPort.substring(0, colon);
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        }
+        return new InetSocketAddress(host, Integer.parseInt(hostPort.substring(colon + 1)));
+    }
+
+    /** Formats an address as {@code host:port} (IPv6 in brackets). */
+    static String format(InetSocketAddress address) {
+        String host = address.getAddress() != null ? address.getAddress().getHostAddress() : address.getHostString();
+        return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + address.getPort();
     }
 }

@@ -116,6 +116,18 @@ public final class ConfigKey<T> {
         });
     }
 
+    /**
+     * Free text that must match {@code pattern} entirely (after trimming), e.g. an identifier or
+     * {@code host:port}; an empty default means unset. The value is returned as written (trimmed).
+     *
+     * @param allowed how the reference describes the allowed values, e.g. "an executor id"
+     */
+    public static ConfigKey<String> stringKey(String suffix, String defaultValue, Pattern pattern, String allowed, String doc) {
+        Objects.requireNonNull(pattern, "pattern");
+        return new ConfigKey<>(suffix, "string", defaultValue, allowed, allowed, doc,
+                s -> s.isEmpty() || pattern.matcher(s).matches() ? s : null);
+    }
+
     public String suffix() {
         return suffix;
     }

@@ -25,7 +25,8 @@ public final class ConfigReference {
                     .append("|---|---|---|---|---|\n");
             for (ConfigKey<?> key : registry.keys()) {
                 out.append("| `").append(registry.fullName(key)).append("` | ").append(key.type())
-                        .append(" | `").append(key.defaultText()).append("` | ").append(cell(key.allowed()))
+                        .append(" | ").append(key.defaultText().isEmpty() ? "(unset)" : "`" + key.defaultText() + "`")
+                        .append(" | ").append(cell(key.allowed()))
                         .append(" | ").append(cell(key.doc())).append(" |\n");
             }
         }

@@ -21,6 +21,17 @@ class ConfigKeyTest {
     private static final ConfigKey<Duration> ANY_TIME = ConfigKey.durationKey("anyTime", "0", "0ms", "100000000000h", "any time");
     private static final ConfigKey<String> MODE = ConfigKey.choiceKey("mode", "fast", List.of("fast", "safe"), "a mode");
 
+    private static final ConfigKey<String> ID = ConfigKey.stringKey("id", "", java.util.regex.Pattern.compile("[A-Za-z0-9_-]+"),
+            "letters, digits, _ and -", "an id");
+
+    @Test
+    void stringKeyTakesMatchingTextAndEmptyMeansUnset() {
+        assertEquals("", ID.defaultValue());
+        assertEquals("exec-1", parse(ID, " exec-1 "));
+        assertEquals("", parse(ID, "  "));
+        assertRejected(ID, "a b", "letters, digits, _ and -");
+    }
+
     private static <T> T parse(ConfigKey<T> key, String raw) {
         return key.parse("test." + key.suffix(), raw);
     }

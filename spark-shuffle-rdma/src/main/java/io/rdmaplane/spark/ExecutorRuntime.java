@@ -1,0 +1,173 @@
+package io.rdmaplane.spark;
+
+import io.rdmaplane.rdma.config.Conf;
+import io.rdmaplane.rdma.config.PolicyKeys;
+import io.rdmaplane.rdma.config.TransportKeys;
+import io.rdmaplane.rdma.memory.RegisteredMemoryPool;
+import io.rdmaplane.rdma.policy.PolicyClient;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.PolicyOptions;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.TransportProvider;
+import io.rdmaplane.spark.registry.RegistryClient;
+import io.rdmaplane.spark.serve.MapOutputStore;
+import io.rdmaplane.spark.serve.ShuffleBlockServer;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What one executor JVM runs for RDMA shuffle, started once on its first RDMA shuffle task:
+ * the data node (provider per configuration) with a {@link ShuffleBlockServer} answering LOCATE
+ * for the {@link MapOutputStore}, a registered pool for reduce buffers, the {@link PolicyClient}
+ * that READs from other executors, and a client of the driver's registry (on a tcp node of its
+ * own), with which this executor registered its data address.
+ */
+final class ExecutorRuntime implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(ExecutorRuntime.class);
+
+    private final String executorId;
+    private final List<AutoCloseable> opened = new ArrayList<>();
+    private Node node;
+    private MapOutputStore store;
+    private ShuffleBlockServer server;
+    private RegisteredMemoryPool pool;
+    private PolicyClient policy;
+    private RegistryClient registry;
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    private ExecutorRuntime(String executorId) {
+        this.executorId = executorId;
+    }
+
+    /**
+     * Starts everything, registers with the registry at {@code registryAddress}; on any failure
+     * closes what it opened and throws.
+     */
+    static ExecutorRuntime start(String executorId, String bindHost, InetSocketAddress registryAddress,
+                                 TransportProvider provider, Conf conf, byte[] secret, PolicyMetrics policyMetrics,
+                                 ShuffleMetrics metrics) throws Exception {
+        ExecutorRuntime rt = new ExecutorRuntime(executorId);
+        try {
+            rt.open(bindHost, registryAddress, provider, conf, secret, policyMetrics, metrics);
+            return rt;
+        } catch (Exception | Error e) {
+            rt.close();
+            throw e;
+        }
+    }
+
+    private void open(String bindHost, InetSocketAddress registryAddress, TransportProvider provider, Conf conf, byte[] secret,
+                      PolicyMetrics policyMetrics, ShuffleMetrics metrics) throws Exception {
+        PolicyOptions options = PolicyKeys.policyOptions(conf, secret);
+        NodeOptions nodeOptions = TransportKeys.nodeOptions(conf, bindHost);
+        node = track(provider.createNode(nodeOptions));
+        store = track(new MapOutputStore(node, conf.get(SparkRdmaConfig.MAP_OUTPUT_CAPACITY), metrics));
+        pool = track(new RegisteredMemoryPool(node, TransportKeys.poolOptions(conf)));
+        policyMetrics.watchPool("reduce", pool);
+        policy = track(new PolicyClient(node, options, policyMetrics));
+        server = track(new ShuffleBlockServer(node, options, policyMetrics, store));
+        Runnable breakNow = installFaultHook(conf);
+        server.start();
+        NodeOptions registryNode = new NodeOptions(new InetSocketAddress(bindHost, 0), nodeOptions.maxMessageSize(),
+                nodeOptions.operationTimeout(), nodeOptions.acceptQueueDepth());
+        registry = track(new RegistryClient(registryNode, options, policyMetrics, registryAddress));
+        registry.register(executorId, server.address());
+        LOG.info("RDMA shuffle: executor {} serves shuffle blocks at {} over the {} provider (registry {})", executorId,
+                server.address(), node.providerName(), registryAddress);
+        if (breakNow != null) {
+            breakNow.run();
+        }
+    }
+
+    /**
+     * The test-only fault hook: this executor's data node is closed after N LOCATEs.
+     *
+     * @return what breaks the node at once (N = 0), to run once the executor is registered; else null
+     */
+    private Runnable installFaultHook(Conf conf) {
+        String victim = conf.get(SparkRdmaConfig.TEST_BREAK_EXECUTOR);
+        if (victim.isEmpty() || !victim.equals(executorId)) {
+            return null;
+        }
+        int after = conf.get(SparkRdmaConfig.TEST_BREAK_AFTER_LOCATES);
+        AtomicInteger answered = new AtomicInteger();
+        AtomicBoolean broken = new AtomicBoolean();
+        Node victimNode = node;
+        Runnable breakNode = () -> {
+            if (broken.compareAndSet(false, true)) {
+                LOG.error("########## TEST FAULT INJECTED: closing the RDMA data node of executor {} after {} LOCATE requests"
+                        + " (spark.shuffle.rdma.test.breakExecutor) ##########", executorId, answered.get());
+                // Not on the transport thread that answered the LOCATE: closing the node joins it.
+                Thread closer = new Thread(victimNode::close, "rdma-test-fault-" + executorId);
+                closer.setDaemon(true);
+                closer.start();
+            }
+        };
+        LOG.error("########## TEST FAULT HOOK ARMED: executor {} closes its RDMA data node after {} LOCATE requests ##########",
+                executorId, after);
+        server.setLocateListener(() -> {
+            if (answered.incrementAndGet() >= after) {
+                breakNode.run();
+            }
+        });
+        return after == 0 ? breakNode : null;
+    }
+
+    private <T extends AutoCloseable> T track(T resource) {
+        opened.add(resource);
+        return resource;
+    }
+
+    String executorId() {
+        return executorId;
+    }
+
+    String providerName() {
+        return node.providerName();
+    }
+
+    Node node() {
+        return node;
+    }
+
+    MapOutputStore store() {
+        return store;
+    }
+
+    RegisteredMemoryPool pool() {
+        return pool;
+    }
+
+    PolicyClient policy() {
+        return policy;
+    }
+
+    /** The RDMA addresses of other executors the registry knows (unknown ones absent). */
+    Map<String, InetSocketAddress> lookup(Collection<String> executorIds) {
+        return registry.lookup(executorIds);
+    }
+
+    /** Closes in reverse order of opening: server, client, pool, store, then the nodes. */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        for (int i = opened.size() - 1; i >= 0; i--) {
+            try {
+                opened.get(i).close();
+            } catch (Exception e) {
+                LOG.warn("RDMA shuffle: closing {} failed", opened.get(i), e);
+            }
+        }
+        opened.clear();
+    }
+}

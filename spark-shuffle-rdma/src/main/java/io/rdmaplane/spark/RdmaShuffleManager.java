@@ -1,0 +1,404 @@
+package io.rdmaplane.spark;
+
+import io.rdmaplane.rdma.config.Conf;
+import io.rdmaplane.rdma.config.PolicyKeys;
+import io.rdmaplane.rdma.config.TransportKeys;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.Providers;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.TransportProvider;
+import io.rdmaplane.spark.fetch.RdmaBlockStoreClient;
+import io.rdmaplane.spark.registry.ExecutorRegistry;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.network.shuffle.BlockStoreClient;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.IndexShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleManager;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.storage.ShuffleBlockId;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.Tuple2;
+import scala.Tuple3;
+import scala.collection.Iterator;
+import scala.collection.Seq;
+
+/**
+ * Spark's sort shuffle with a faster way to the same bytes: set {@code spark.shuffle.manager}
+ * to this class. Everything is delegated to a {@link SortShuffleManager}; map outputs are also
+ * published for one-sided RDMA READ, and reducers fetch remote blocks over RDMA, falling back to
+ * Netty per block.
+ *
+ * <p>Three fallback levels: the application (disabled, no usable provider, no registry address,
+ * or any start-up failure: this JVM behaves exactly as sort shuffle, one WARN line says why),
+ * the shuffle (more blocks than {@code maxBlocksPerShuffle}: one INFO line), and the block (in
+ * the RDMA block client). A bad setting is an error naming the key, never a silent fallback.
+ */
+public final class RdmaShuffleManager implements ShuffleManager {
+    private static final Logger LOG = LoggerFactory.getLogger(RdmaShuffleManager.class);
+    private static final String PREFIX = SparkRdmaConfig.REGISTRY.prefix();
+
+    private final SparkConf conf;
+    private final boolean isDriver;
+    private final SortShuffleManager sort;
+    private final Conf settings;
+    private final PolicyMetrics policyMetrics = new PolicyMetrics();
+    private final ShuffleMetrics metrics;
+    private final ExecutorRegistry registry;
+    private final Object lock = new Object();
+    /** Why this JVM behaves as sort shuffle, or null while RDMA is (or may still be) on. */
+    private volatile String off;
+    private volatile ExecutorRuntime runtime;
+    private volatile boolean runtimeTried;
+    private volatile RdmaMetricsSource source;
+    private volatile boolean stopped;
+
+    /**
+     * Spark calls this on the driver ({@code isDriver}) and on every executor.
+     *
+     * @throws io.rdmaplane.rdma.config.ConfigException when a {@code spark.shuffle.rdma.*} setting is unknown or bad
+     */
+    public RdmaShuffleManager(SparkConf conf, boolean isDriver) {
+        this.conf = conf;
+        this.isDriver = isDriver;
+        this.settings = SparkRdmaConfig.validated(conf);
+        this.sort = new SortShuffleManager(conf);
+        this.metrics = new ShuffleMetrics(policyMetrics);
+        String reason = null;
+        ExecutorRegistry started = null;
+        if (!settings.get(SparkRdmaConfig.ENABLED)) {
+            reason = PREFIX + "enabled=false; set it to true to use RDMA";
+        } else if (isDriver) {
+            try {
+                started = startRegistry();
+            } catch (Exception | LinkageError e) {
+                reason = "the driver's executor registry did not start (" + e + "); check " + PREFIX
+                        + "registry.port and spark.driver.host, or set " + PREFIX + "enabled=false";
+            }
+        } else if (settings.get(SparkRdmaConfig.REGISTRY_ADDRESS).isEmpty()) {
+            reason = PREFIX + "registry.address is missing in this executor's conf, so the driver did not start its"
+                    + " registry; set spark.shuffle.manager=" + RdmaShuffleManager.class.getName()
+                    + " for the whole application (driver too)";
+        }
+        this.registry = started;
+        if (reason != null) {
+            if (isDriver) {
+                conf.remove(SparkRdmaConfig.REGISTRY.fullName(SparkRdmaConfig.REGISTRY_ADDRESS));
+            }
+            appFallback(reason);
+        }
+    }
+
+    private ExecutorRegistry startRegistry() throws TransportException {
+        String bindHost = firstSet(conf.get("spark.driver.bindAddress", null), conf.get("spark.driver.host", null),
+                System.getenv("SPARK_LOCAL_IP"));
+        if (bindHost == null) {
+            bindHost = localAddress();
+        }
+        NodeOptions base = TransportKeys.nodeOptions(settings, bindHost);
+        NodeOptions options = new NodeOptions(new InetSocketAddress(bindHost, settings.get(SparkRdmaConfig.REGISTRY_PORT)),
+                base.maxMessageSize(), base.operationTimeout(), base.acceptQueueDepth());
+        ExecutorRegistry started = new ExecutorRegistry(options, PolicyKeys.policyOptions(settings, secret()), policyMetrics);
+        // Executors reach the driver by spark.driver.host; the registry listens there (or on the bind address).
+        String advertised = firstSet(conf.get("spark.driver.host", null), bindHost);
+        String address = SparkRdmaConfig.format(new InetSocketAddress(advertised, started.address().getPort()));
+        // Executors fetch the driver's conf after this (CoarseGrainedSchedulerBackend's lazy sparkProperties).
+        conf.set(SparkRdmaConfig.REGISTRY.fullName(SparkRdmaConfig.REGISTRY_ADDRESS), address);
+        LOG.info("RDMA shuffle: executor registry listening at {}", address);
+        return started;
+    }
+
+    private void appFallback(String reason) {
+        off = reason;
+        metrics.fallbackApp().inc();
+        LOG.warn("RDMA shuffle is OFF in this {} JVM, which uses Spark's sort shuffle: {}",
+                isDriver ? "driver" : "executor", reason);
+    }
+
+    // ---------------------------------------------------------------- ShuffleManager
+
+    @Override
+    public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
+        registerSource();
+        @SuppressWarnings("unchecked")
+        BaseShuffleHandle<K, V, C> base = (BaseShuffleHandle<K, V, C>) sort.registerShuffle(shuffleId, dependency);
+        boolean rdma = off == null;
+        if (rdma) {
+            long maps = dependency.rdd().getNumPartitions();
+            long partitions = dependency.partitioner().numPartitions();
+            long limit = settings.get(SparkRdmaConfig.MAX_BLOCKS_PER_SHUFFLE);
+            if (maps * partitions > limit) { // both are ints: the product fits a long
+                rdma = false;
+                metrics.fallbackShuffle().inc();
+                LOG.info("RDMA shuffle: shuffle {} uses Spark's standard path: {} maps x {} partitions = {} blocks is over {}"
+                        + "maxBlocksPerShuffle={}", shuffleId, maps, partitions, maps * partitions, PREFIX, limit);
+            }
+        }
+        return new RdmaShuffleHandle<>(base, rdma);
+    }
+
+    @Override
+    public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
+                                                ShuffleWriteMetricsReporter writeMetrics) {
+        registerSource();
+        if (!(handle instanceof RdmaShuffleHandle<?, ?, ?> ours)) {
+            return sort.getWriter(handle, mapId, context, writeMetrics);
+        }
+        ShuffleWriter<K, V> writer = sort.getWriter(ours.delegate(), mapId, context, writeMetrics);
+        ExecutorRuntime rt = ours.rdma() ? runtime() : null;
+        if (rt == null) {
+            return writer;
+        }
+        return new RdmaShuffleWriter<>(writer, handle.shuffleId(), mapId,
+                (IndexShuffleBlockResolver) sort.shuffleBlockResolver(), rt.store());
+    }
+
+    @Override
+    public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
+                                                int startPartition, int endPartition, TaskContext context,
+                                                ShuffleReadMetricsReporter readMetrics) {
+        registerSource();
+        if (!(handle instanceof RdmaShuffleHandle<?, ?, ?> ours)) {
+            return sort.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, readMetrics);
+        }
+        @SuppressWarnings("unchecked")
+        BaseShuffleHandle<K, ?, C> base = (BaseShuffleHandle<K, ?, C>) ours.delegate();
+        ExecutorRuntime rt = ours.rdma() ? runtime() : null;
+        // A push-merged shuffle (YARN's external shuffle service) is read as Spark reads it.
+        if (rt == null || base.dependency().isShuffleMergeFinalizedMarked()) {
+            return sort.getReader(base, startMapIndex, endMapIndex, startPartition, endPartition, context, readMetrics);
+        }
+        int shuffleId = handle.shuffleId();
+        // Materialized once: the fetcher iterates it and the RDMA client groups its blocks by executor.
+        List<Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>>> blocks = new ArrayList<>();
+        Iterator<Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>>> sizes = SparkEnv.get().mapOutputTracker()
+                .getMapSizesByExecutorId(shuffleId, startMapIndex, endMapIndex, startPartition, endPartition);
+        while (sizes.hasNext()) {
+            blocks.add(sizes.next());
+        }
+        Map<String, List<ShuffleBlockId>> byExecutor = new LinkedHashMap<>();
+        for (Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>> entry : blocks) {
+            String executor = entry._1().executorId();
+            if (executor.equals(rt.executorId())) {
+                continue; // local blocks: the fetcher reads them from this executor's disk
+            }
+            Iterator<Tuple3<BlockId, Object, Object>> it = entry._2().iterator();
+            while (it.hasNext()) {
+                if (it.next()._1() instanceof ShuffleBlockId id) {
+                    byExecutor.computeIfAbsent(executor, e -> new ArrayList<>()).add(id);
+                }
+            }
+        }
+        return new RdmaShuffleReader<>(base, blocks, context, readMetrics, () -> newClient(rt, shuffleId, byExecutor));
+    }
+
+    /** The RDMA block client of one reduce task: addresses of the executors it reads from, asked for together. */
+    private BlockStoreClient newClient(ExecutorRuntime rt, int shuffleId, Map<String, List<ShuffleBlockId>> byExecutor) {
+        Map<String, InetSocketAddress> addresses = byExecutor.isEmpty() ? Map.of() : rt.lookup(byExecutor.keySet());
+        return new RdmaBlockStoreClient(rt.policy(), rt.pool(), rt.node(), SparkEnv.get().blockManager().blockStoreClient(),
+                addresses::get, shuffleId, byExecutor, metrics);
+    }
+
+    @Override
+    public boolean unregisterShuffle(int shuffleId) {
+        ExecutorRuntime rt = runtime;
+        if (rt != null) {
+            try {
+                rt.store().removeShuffle(shuffleId);
+            } catch (RuntimeException e) {
+                LOG.warn("RDMA shuffle: releasing the registered map outputs of shuffle {} failed", shuffleId, e);
+            }
+        }
+        return sort.unregisterShuffle(shuffleId);
+    }
+
+    @Override
+    public ShuffleBlockResolver shuffleBlockResolver() {
+        return sort.shuffleBlockResolver();
+    }
+
+    @Override
+    public void stop() {
+        ExecutorRuntime rt;
+        synchronized (lock) {
+            stopped = true;
+            runtimeTried = true;
+            rt = runtime;
+            runtime = null;
+        }
+        if (rt != null) {
+            rt.close();
+        }
+        if (registry != null) {
+            registry.close();
+        }
+        RdmaMetricsSource s = source;
+        SparkEnv env = SparkEnv.get();
+        if (s != null && env != null) {
+            env.metricsSystem().removeSource(s);
+        }
+        sort.stop();
+    }
+
+    // ---------------------------------------------------------------- the executor runtime
+
+    /** The running runtime of this JVM, started on first use; null when RDMA is off here. */
+    private ExecutorRuntime runtime() {
+        if (runtimeTried) {
+            return runtime;
+        }
+        synchronized (lock) {
+            if (!runtimeTried) {
+                runtime = off == null && !stopped ? startRuntime() : null;
+                runtimeTried = true;
+            }
+            return runtime;
+        }
+    }
+
+    private ExecutorRuntime startRuntime() {
+        String providerName = settings.get(TransportKeys.PROVIDER);
+        TransportProvider provider;
+        try {
+            provider = Providers.select(providerName);
+        } catch (TransportException | IllegalArgumentException e) {
+            appFallback(PREFIX + "provider=" + providerName + " is not usable here (" + e.getMessage() + "); set " + PREFIX
+                    + "provider=auto (verbs when an RDMA device is usable, else tcp) or " + PREFIX + "enabled=false");
+            return null;
+        }
+        SparkEnv env = SparkEnv.get();
+        try {
+            InetSocketAddress registryAddress = SparkRdmaConfig.parseAddress(settings.get(SparkRdmaConfig.REGISTRY_ADDRESS));
+            return ExecutorRuntime.start(env.executorId(), bindHost(env), registryAddress, provider, settings, secret(),
+                    policyMetrics, metrics);
+        } catch (Exception | LinkageError e) {
+            LOG.debug("RDMA shuffle start-up failure", e);
+            appFallback("the RDMA shuffle runtime did not start (" + e + "); check " + PREFIX + "port, " + PREFIX
+                    + "provider and the driver's registry at " + settings.get(SparkRdmaConfig.REGISTRY_ADDRESS)
+                    + ", or set " + PREFIX + "enabled=false");
+            return null;
+        }
+    }
+
+    /** Where this executor's data node listens: the host its block manager advertises (Netty's, so reachable). */
+    private String bindHost(SparkEnv env) {
+        String host = null;
+        if (env.blockManager() != null && env.blockManager().blockManagerId() != null) {
+            host = env.blockManager().blockManagerId().host();
+        }
+        host = firstSet(System.getenv("SPARK_LOCAL_IP"), host, isDriver ? conf.get("spark.driver.host", null) : null);
+        return host != null ? host : localAddress();
+    }
+
+    /** The application's secret when {@code spark.authenticate} is on, else null. */
+    private byte[] secret() {
+        SparkEnv env = SparkEnv.get();
+        if (env != null) {
+            return env.securityManager().isAuthenticationEnabled()
+                    ? env.securityManager().getSecretKey().getBytes(StandardCharsets.UTF_8) : null;
+        }
+        if (conf.getBoolean("spark.authenticate", false)) {
+            throw new IllegalStateException("spark.authenticate is on but Spark's environment is not set up to give its secret");
+        }
+        return null;
+    }
+
+    private void registerSource() {
+        if (source != null) {
+            return;
+        }
+        SparkEnv env = SparkEnv.get();
+        if (env == null || env.metricsSystem() == null) {
+            return;
+        }
+        synchronized (lock) {
+            if (source == null && !stopped) {
+                RdmaMetricsSource s = new RdmaMetricsSource(metrics.registry());
+                env.metricsSystem().registerSource(s);
+                source = s;
+            }
+        }
+    }
+
+    private static String firstSet(String... values) {
+        for (String v : values) {
+            if (v != null && !v.isBlank()) {
+                return v;
+            }
+        }
+        return null;
+    }
+
+    private static String localAddress() {
+        try {
+            return InetAddress.getLocalHost().getHostAddress();
+        } catch (UnknownHostException e) {
+            return InetAddress.getLoopbackAddress().getHostAddress();
+        }
+    }
+
+    // ---------------------------------------------------------------- reports
+
+    /** Why RDMA is off in this JVM, or null while it is on (or not yet started). */
+    public String offReason() {
+        return off;
+    }
+
+    /** The provider this JVM's runtime runs on, or null when it is not running. */
+    public String providerName() {
+        ExecutorRuntime rt = runtime;
+        return rt == null ? null : rt.providerName();
+    }
+
+    /** Bytes of map outputs registered for RDMA READ in this JVM (0 when the runtime is not running). */
+    public long mapOutputBytes() {
+        ExecutorRuntime rt = runtime;
+        return rt == null ? 0 : rt.store().usedBytes();
+    }
+
+    /** This JVM's counters (shuffle and policy layer). */
+    public ShuffleMetrics metrics() {
+        return metrics;
+    }
+
+    /**
+     * This executor's RDMA report, to be run inside a task (e.g.
+     * {@code sc.parallelize(..).map(i -> RdmaShuffleManager.executorReport())}): {@code executorId},
+     * {@code provider} (its name, {@code off: <reason>}, or {@code not started}) and every counter.
+     */
+    public static Map<String, String> executorReport() {
+        SparkEnv env = SparkEnv.get();
+        Map<String, String> report = new LinkedHashMap<>();
+        report.put("executorId", env == null ? "unknown" : env.executorId());
+        ShuffleManager manager = env == null ? null : env.shuffleManager();
+        if (manager instanceof RdmaShuffleManager ours) {
+            String provider = ours.providerName();
+            report.put("provider", provider != null ? provider
+                    : ours.off != null ? "off: " + ours.off : "not started: no RDMA shuffle task ran in this JVM yet");
+            ours.metrics.snapshot().forEach((name, value) -> report.put(name, String.valueOf(value)));
+        } else {
+            report.put("provider", "off: the shuffle manager is " + (manager == null ? "not set" : manager.getClass().getName()));
+        }
+        return report;
+    }
+}

@@ -1,0 +1,141 @@
+package io.rdmaplane.spark;
+
+import com.codahale.metrics.Counter;
+import com.codahale.metrics.Gauge;
+import com.codahale.metrics.MetricRegistry;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * The shuffle plug-in's counters, in the same Dropwizard registry as the executor's
+ * {@link PolicyMetrics} (so one Spark metrics Source reports both). Names start with
+ * {@value #PREFIX}. Thread-safe.
+ */
+public final class ShuffleMetrics {
+    public static final String PREFIX = "rdma.shuffle.";
+    /** Map outputs published into registered memory. */
+    public static final String PUBLISHED_MAPS = PREFIX + "published.maps";
+    /** Registered bytes of published map outputs (framed Arrow segments). */
+    public static final String PUBLISHED_BYTES = PREFIX + "published.bytes";
+    /** Map outputs not published because the registered-memory cap was reached (Netty serves them). */
+    public static final String NOT_PUBLISHED_OVER_CAP = PREFIX + "notPublished.overCap";
+    /** Map outputs not published for another reason (missing or short data file, a segment too big). */
+    public static final String NOT_PUBLISHED_FAILED = PREFIX + "notPublished.failed";
+    /** Blocks fetched with RDMA READ and handed to Spark. */
+    public static final String FETCH_RDMA_BLOCKS = PREFIX + "fetch.rdma.blocks";
+    /** Payload bytes of the blocks fetched with RDMA READ. */
+    public static final String FETCH_RDMA_BYTES = PREFIX + "fetch.rdma.bytes";
+    /** Blocks handed to Spark's own block transfer (Netty) instead. */
+    public static final String FALLBACK_FETCH = PREFIX + "fallback.fetch";
+    /** Shuffles routed to the standard path as a whole. */
+    public static final String FALLBACK_SHUFFLE = PREFIX + "fallback.shuffle";
+    /** Applications (executors) that run without RDMA. */
+    public static final String FALLBACK_APP = PREFIX + "fallback.app";
+    /** LOCATE requests sent (one per reduce task and remote executor, split only above {@code LocateProtocol.MAX_BLOCKS}). */
+    public static final String LOCATE_REQUESTS = PREFIX + "locate.requests";
+
+    private final PolicyMetrics policy;
+    private final MetricRegistry registry;
+    private final Counter publishedMaps;
+    private final Counter publishedBytes;
+    private final Counter notPublishedOverCap;
+    private final Counter notPublishedFailed;
+    private final Counter fetchRdmaBlocks;
+    private final Counter fetchRdmaBytes;
+    private final Counter fallbackFetch;
+    private final Counter fallbackShuffle;
+    private final Counter fallbackApp;
+    private final Counter locateRequests;
+
+    /** Counters in a registry of their own, with a fresh {@link PolicyMetrics} (tests, tools). */
+    public ShuffleMetrics() {
+        this(new PolicyMetrics());
+    }
+
+    /** Counters in {@code policy}'s registry. */
+    public ShuffleMetrics(PolicyMetrics policy) {
+        this.policy = policy;
+        this.registry = policy.registry();
+        publishedMaps = registry.counter(PUBLISHED_MAPS);
+        publishedBytes = registry.counter(PUBLISHED_BYTES);
+        notPublishedOverCap = registry.counter(NOT_PUBLISHED_OVER_CAP);
+        notPublishedFailed = registry.counter(NOT_PUBLISHED_FAILED);
+        fetchRdmaBlocks = registry.counter(FETCH_RDMA_BLOCKS);
+        fetchRdmaBytes = registry.counter(FETCH_RDMA_BYTES);
+        fallbackFetch = registry.counter(FALLBACK_FETCH);
+        fallbackShuffle = registry.counter(FALLBACK_SHUFFLE);
+        fallbackApp = registry.counter(FALLBACK_APP);
+        locateRequests = registry.counter(LOCATE_REQUESTS);
+    }
+
+    public PolicyMetrics policy() {
+        return policy;
+    }
+
+    public MetricRegistry registry() {
+        return registry;
+    }
+
+    public Counter publishedMaps() {
+        return publishedMaps;
+    }
+
+    public Counter publishedBytes() {
+        return publishedBytes;
+    }
+
+    public Counter notPublishedOverCap() {
+        return notPublishedOverCap;
+    }
+
+    public Counter notPublishedFailed() {
+        return notPublishedFailed;
+    }
+
+    public Counter fetchRdmaBlocks() {
+        return fetchRdmaBlocks;
+    }
+
+    public Counter fetchRdmaBytes() {
+        return fetchRdmaBytes;
+    }
+
+    public Counter fallbackFetch() {
+        return fallbackFetch;
+    }
+
+    public Counter fallbackShuffle() {
+        return fallbackShuffle;
+    }
+
+    public Counter fallbackApp() {
+        return fallbackApp;
+    }
+
+    public Counter locateRequests() {
+        return locateRequests;
+    }
+
+    /** The current value of the counter {@code name} (0 if there is none). */
+    public long count(String name) {
+        Counter counter = registry.getCounters().get(name);
+        return counter == null ? 0 : counter.getCount();
+    }
+
+    /**
+     * Every counter of the registry (the policy layer's {@code rdma.*} ones included) and every
+     * gauge with an integral value, by name, sorted.
+     */
+    public Map<String, Long> snapshot() {
+        Map<String, Long> values = new TreeMap<>();
+        registry.getCounters().forEach((name, counter) -> values.put(name, counter.getCount()));
+        for (Map.Entry<String, Gauge> e : registry.getGauges().entrySet()) {
+            Object value = e.getValue().getValue();
+            if (value instanceof Long || value instanceof Integer) {
+                values.put(e.getKey(), ((Number) value).longValue());
+            }
+        }
+        return values;
+    }
+}

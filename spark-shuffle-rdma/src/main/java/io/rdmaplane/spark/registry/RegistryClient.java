@@ -1,0 +1,118 @@
+package io.rdmaplane.spark.registry;
+
+import io.rdmaplane.rdma.policy.PolicyClient;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.PolicyOptions;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * An executor's side of the registry: REGISTERs its own RDMA address and LOOKs UP other
+ * executors', with a cache. A found address is kept for the life of the JVM (executor ids are
+ * never reused); a miss is remembered only for {@link #MISS_TTL_NANOS}, so an executor that
+ * registers late is found soon after.
+ */
+public final class RegistryClient implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(RegistryClient.class);
+    static final long MISS_TTL_NANOS = TimeUnit.SECONDS.toNanos(2);
+
+    private final Node node;
+    private final PolicyClient client;
+    private final InetSocketAddress registry;
+    private final Duration wait;
+    private final Map<String, InetSocketAddress> found = new ConcurrentHashMap<>();
+    private final Map<String, Long> missedAt = new ConcurrentHashMap<>();
+
+    /** @param nodeOptions options of the client's own tcp node (it does not listen) */
+    public RegistryClient(NodeOptions nodeOptions, PolicyOptions policy, PolicyMetrics metrics, InetSocketAddress registry)
+            throws TransportException {
+        this.node = TcpProvider.INSTANCE.createNode(nodeOptions);
+        this.client = new PolicyClient(node, policy, metrics);
+        this.registry = registry;
+        // What the policy layer itself allows a request (connect, retries), plus a margin.
+        this.wait = policy.handshakeTimeout().plus(policy.requestTimeout().multipliedBy(policy.requestMaxAttempts()))
+                .plusSeconds(1);
+    }
+
+    /** Registers {@code executorId} at {@code address}; waits for the answer. */
+    public void register(String executorId, InetSocketAddress address) throws Exception {
+        String host = address.getAddress() != null ? address.getAddress().getHostAddress() : address.getHostString();
+        client.peer(registry).request(RegistryProtocol.register(executorId, host, address.getPort()))
+                .get(wait.toNanos(), TimeUnit.NANOSECONDS);
+    }
+
+    /**
+     * The addresses of {@code executorIds} (those unknown are absent): cached ones at once, the
+     * others asked for in parallel, waiting at most for one request's worth of retries.
+     */
+    public Map<String, InetSocketAddress> lookup(Collection<String> executorIds) {
+        Map<String, InetSocketAddress> out = new HashMap<>();
+        Map<String, CompletableFuture<ByteBuffer>> asked = new HashMap<>();
+        long now = System.nanoTime();
+        for (String id : executorIds) {
+            InetSocketAddress known = found.get(id);
+            if (known != null) {
+                out.put(id, known);
+                continue;
+            }
+            Long missed = missedAt.get(id);
+            if (missed != null && now - missed < MISS_TTL_NANOS) {
+                continue;
+            }
+            try {
+                asked.put(id, client.peer(registry).request(RegistryProtocol.lookup(id)));
+            } catch (RuntimeException e) {
+                LOG.warn("RDMA shuffle: cannot ask the registry at {} for executor {}: {}", registry, id, e.toString());
+                missedAt.put(id, now);
+            }
+        }
+        long deadline = System.nanoTime() + wait.toNanos();
+        for (Map.Entry<String, CompletableFuture<ByteBuffer>> e : asked.entrySet()) {
+            String id = e.getKey();
+            try {
+                InetSocketAddress answer = RegistryProtocol.decodeLookupAnswer(
+                        e.getValue().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS));
+                if (answer == null) {
+                    missedAt.put(id, System.nanoTime());
+                } else {
+                    InetSocketAddress resolved = new InetSocketAddress(answer.getHostString(), answer.getPort());
+                    found.put(id, resolved);
+                    missedAt.remove(id);
+                    out.put(id, resolved);
+                }
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+                break;
+            } catch (Exception ex) {
+                missedAt.put(id, System.nanoTime());
+                LOG.warn("RDMA shuffle: the registry at {} did not answer for executor {} ({}); its blocks go over Netty",
+                        registry, id, ex.toString());
+            }
+        }
+        return out;
+    }
+
+    /** The cached address of {@code executorId}, or null. */
+    public InetSocketAddress cached(String executorId) {
+        return found.get(executorId);
+    }
+
+    @Override
+    public void close() {
+        client.close();
+        node.close();
+    }
+}

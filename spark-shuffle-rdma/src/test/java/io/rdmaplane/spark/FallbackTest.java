@@ -1,0 +1,116 @@
+package io.rdmaplane.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The application and shuffle fallback levels: each gives the sort shuffle's results, says why
+ * once, and counts it. A bad setting is an error naming the key instead.
+ */
+class FallbackTest {
+    @Test
+    void disabledBehavesAsSortShuffleAndSaysWhyOnce() {
+        SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("disabled")).set("spark.shuffle.rdma.enabled", "false");
+        RdmaShuffleManager manager = runAndCompare(conf, "enabled=false");
+        assertNull(manager.providerName(), "no runtime starts");
+        assertEquals(0, manager.metrics().count(ShuffleMetrics.PUBLISHED_MAPS));
+    }
+
+    @Test
+    void unusableProviderBehavesAsSortShuffleAndSaysWhyOnce() {
+        // This build host has no RDMA device, so the verbs provider is unavailable.
+        org.junit.jupiter.api.Assumptions.assumeFalse(VerbsProvider.INSTANCE.isAvailable(), "an RDMA device is usable here");
+        SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("verbs")).set("spark.shuffle.rdma.provider", "verbs");
+        RdmaShuffleManager manager = runAndCompare(conf, "provider=verbs");
+        assertTrue(manager.offReason().contains("provider=auto"), "names the setting to change: " + manager.offReason());
+        assertEquals("off: " + manager.offReason(), lastReport.get("provider"));
+    }
+
+    @Test
+    void shuffleOverMaxBlocksUsesTheStandardPathAndIsLoggedOncePerShuffle() {
+        SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("maxBlocks")).set("spark.shuffle.rdma.maxBlocksPerShuffle", "1");
+        try (LogCapture log = new LogCapture(RdmaShuffleManager.class);
+             JavaSparkContext sc = new JavaSparkContext(conf)) {
+            RdmaShuffleManager manager = assertInstanceOf(RdmaShuffleManager.class, SparkEnv.get().shuffleManager());
+            assertEquals(SparkJobs.baseline(), SparkJobs.run(sc));
+            int shuffles = sc.sc().newShuffleId();
+            assertEquals(shuffles, manager.metrics().count(ShuffleMetrics.FALLBACK_SHUFFLE));
+            assertEquals(shuffles, log.lines("INFO").stream().filter(l -> l.contains("maxBlocksPerShuffle=1")).count(),
+                    log.lines("INFO").toString());
+            assertNull(manager.offReason(), "the application stays on");
+            assertNull(manager.providerName(), "no shuffle used RDMA, so the runtime never started");
+            assertEquals(0, manager.metrics().count(ShuffleMetrics.PUBLISHED_MAPS));
+        }
+    }
+
+    @Test
+    void anExecutorWithoutTheRegistryAddressSaysWhichSettingToChange() {
+        // What an executor sees when the driver runs another shuffle manager (or its registry failed).
+        SparkConf executorConf = new SparkConf(false).set("spark.shuffle.manager", SparkJobs.MANAGER);
+        try (LogCapture log = new LogCapture(RdmaShuffleManager.class)) {
+            RdmaShuffleManager manager = new RdmaShuffleManager(executorConf, false);
+            try {
+                assertTrue(manager.offReason().contains("spark.shuffle.rdma.registry.address is missing"), manager.offReason());
+                assertTrue(manager.offReason().contains("spark.shuffle.manager=" + SparkJobs.MANAGER), manager.offReason());
+                assertEquals(1, manager.metrics().count(ShuffleMetrics.FALLBACK_APP));
+                assertEquals(List.of("WARN RDMA shuffle is OFF in this executor JVM, which uses Spark's sort shuffle: "
+                        + manager.offReason()), log.lines("WARN"));
+            } finally {
+                manager.stop();
+            }
+        }
+    }
+
+    @Test
+    void aBadValueIsAnErrorNamingTheKey() {
+        SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("bad")).set("spark.shuffle.rdma.mapOutput.capacity", "lots");
+        Throwable e = assertThrows(Throwable.class, () -> new JavaSparkContext(conf).close());
+        assertTrue(causes(e).contains("spark.shuffle.rdma.mapOutput.capacity = 'lots'"), causes(e));
+
+        SparkConf typo = SparkJobs.rdma(SparkJobs.localConf("typo")).set("spark.shuffle.rdma.maxBlocksPerShufle", "5");
+        Throwable t = assertThrows(Throwable.class, () -> new JavaSparkContext(typo).close());
+        assertTrue(causes(t).contains("did you mean spark.shuffle.rdma.maxBlocksPerShuffle"), causes(t));
+    }
+
+    private Map<String, String> lastReport;
+
+    /** Runs the jobs under {@code conf}; checks results, the one WARN line and the counter; returns the manager. */
+    private RdmaShuffleManager runAndCompare(SparkConf conf, String reason) {
+        Map<String, List<String>> expected = SparkJobs.baseline();
+        try (LogCapture log = new LogCapture(RdmaShuffleManager.class);
+             JavaSparkContext sc = new JavaSparkContext(conf)) {
+            RdmaShuffleManager manager = assertInstanceOf(RdmaShuffleManager.class, SparkEnv.get().shuffleManager());
+            assertEquals(expected, SparkJobs.run(sc));
+            List<String> warnings = log.lines("WARN");
+            assertEquals(1, warnings.size(), "one WARN line: " + warnings);
+            assertTrue(warnings.get(0).contains(reason), warnings.get(0));
+            assertTrue(manager.offReason().contains(reason), manager.offReason());
+            assertEquals(1, manager.metrics().count(ShuffleMetrics.FALLBACK_APP));
+            assertEquals(0, manager.metrics().count(ShuffleMetrics.FALLBACK_SHUFFLE));
+            lastReport = RdmaShuffleManager.executorReport();
+            assertEquals("1", lastReport.get(ShuffleMetrics.FALLBACK_APP));
+            return manager;
+        } finally {
+            RdmaShuffleManagerLocalTest.assertNoThreadOfOursLeft();
+        }
+    }
+
+    private static String causes(Throwable e) {
+        StringBuilder all = new StringBuilder();
+        for (Throwable c = e; c != null; c = c.getCause()) {
+            all.append(c).append(" / ");
+        }
+        return all.toString();
+    }
+}

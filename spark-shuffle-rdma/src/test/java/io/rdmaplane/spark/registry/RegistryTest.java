@@ -1,0 +1,85 @@
+package io.rdmaplane.spark.registry;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.PolicyOptions;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class RegistryTest {
+    @Test
+    void messagesRoundTrip() {
+        RegistryProtocol.Request r = RegistryProtocol.decodeRequest(RegistryProtocol.register("7", "10.0.0.1", 4711));
+        assertEquals(new RegistryProtocol.Request(RegistryProtocol.REGISTER, "7", "10.0.0.1", 4711), r);
+        r = RegistryProtocol.decodeRequest(RegistryProtocol.lookup("exécuteur"));
+        assertEquals("exécuteur", r.executorId());
+        assertEquals(RegistryProtocol.LOOKUP, r.type());
+        assertNull(RegistryProtocol.decodeLookupAnswer(RegistryProtocol.lookupAnswer(null, 0)));
+        InetSocketAddress a = RegistryProtocol.decodeLookupAnswer(RegistryProtocol.lookupAnswer("h", 9));
+        assertEquals("h", a.getHostString());
+        assertEquals(9, a.getPort());
+    }
+
+    @Test
+    void malformedMessagesNameTheField() {
+        assertMessage("type", ByteBuffer.allocate(0), true);
+        assertMessage("type: unknown", ByteBuffer.wrap(new byte[] {9, 0, 0}), true);
+        assertMessage("executorId", ByteBuffer.wrap(new byte[] {1, 0, 5, 'a'}), true);
+        ByteBuffer shortPort = RegistryProtocol.register("1", "h", 1);
+        assertMessage("port", shortPort.limit(shortPort.limit() - 1), true);
+        ByteBuffer trailing = ByteBuffer.allocate(16).put(RegistryProtocol.lookup("1")).put((byte) 0).flip();
+        assertMessage("trailing", trailing, true);
+        assertMessage("found", ByteBuffer.wrap(new byte[] {2}), false);
+        assertMessage("host", ByteBuffer.wrap(new byte[] {1, 0, 3, 'h'}), false);
+    }
+
+    private static void assertMessage(String field, ByteBuffer bytes, boolean request) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> {
+            if (request) {
+                RegistryProtocol.decodeRequest(bytes);
+            } else {
+                RegistryProtocol.decodeLookupAnswer(bytes);
+            }
+        });
+        assertTrue(e.getMessage().startsWith(field), e.getMessage());
+    }
+
+    @Test
+    void executorsRegisterAndLookUpOthers() throws Exception {
+        PolicyOptions policy = PolicyOptions.defaults().withTimeouts(Duration.ofMillis(200), Duration.ofSeconds(5),
+                Duration.ofMillis(500));
+        try (ExecutorRegistry registry = new ExecutorRegistry(NodeOptions.loopback(), policy, new PolicyMetrics());
+             RegistryClient one = new RegistryClient(NodeOptions.loopback(), policy, new PolicyMetrics(), registry.address());
+             RegistryClient two = new RegistryClient(NodeOptions.loopback(), policy, new PolicyMetrics(), registry.address())) {
+            one.register("1", new InetSocketAddress("127.0.0.1", 5001));
+            assertEquals(Map.of("1", new InetSocketAddress("127.0.0.1", 5001)), two.lookup(List.of("1", "3")));
+            assertNull(two.cached("3"), "an unknown executor is not cached as found");
+            two.register("2", new InetSocketAddress("127.0.0.1", 5002));
+            assertEquals(Map.of("1", new InetSocketAddress("127.0.0.1", 5001), "2", new InetSocketAddress("127.0.0.1", 5002)),
+                    one.lookup(List.of("1", "2")));
+            assertEquals(2, registry.executors().size());
+        }
+    }
+
+    @Test
+    void anUnreachableRegistryIsAMissNotAHang() throws Exception {
+        PolicyOptions policy = PolicyOptions.defaults().withTimeouts(Duration.ofMillis(50), Duration.ofMillis(300),
+                Duration.ofMillis(100)).withReconnect(Duration.ofMillis(10), Duration.ZERO, Duration.ofMillis(20), 2);
+        InetSocketAddress nobody;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            nobody = new InetSocketAddress("127.0.0.1", s.getLocalPort());
+        }
+        try (RegistryClient client = new RegistryClient(NodeOptions.loopback(), policy, new PolicyMetrics(), nobody)) {
+            assertEquals(Map.of(), client.lookup(List.of("1")));
+        }
+    }
+}

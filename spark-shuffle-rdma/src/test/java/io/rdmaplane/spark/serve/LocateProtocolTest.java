@@ -1,0 +1,148 @@
+package io.rdmaplane.spark.serve;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.rdmaplane.rdma.policy.RemoteBlock;
+import io.rdmaplane.spark.serve.LocateProtocol.BlockRef;
+import io.rdmaplane.spark.serve.LocateProtocol.Request;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.function.Consumer;
+import org.junit.jupiter.api.Test;
+
+class LocateProtocolTest {
+    @Test
+    void testRequestRoundTrip() {
+        Request request = new Request(7, List.of(new BlockRef(0, 0), new BlockRef(Long.MAX_VALUE, 1999), new BlockRef(42, 3)));
+        ByteBuffer encoded = LocateProtocol.encodeRequest(request);
+        assertEquals(LocateProtocol.requestBytes(3), encoded.remaining());
+        assertEquals(LocateProtocol.TYPE_LOCATE, encoded.get(0));
+        assertEquals(request, LocateProtocol.decodeRequest(encoded));
+        assertEquals(0, encoded.position(), "decoding does not move the caller's buffer");
+    }
+
+    @Test
+    void testResponseRoundTripWithBlocksNotServed() {
+        RemoteBlock[] located = {new RemoteBlock(0x1000_0000_0000L, -5, 1, 0), null,
+                new RemoteBlock(-1L, 17, Integer.MAX_VALUE, -123456), null};
+        ByteBuffer encoded = LocateProtocol.encodeResponse(located);
+        assertEquals(4 + 2 * 21 + 2, encoded.remaining());
+        assertArrayEquals(located, LocateProtocol.decodeResponse(encoded, 4));
+    }
+
+    @Test
+    void testMalformedMessagesNameTheField() {
+        ByteBuffer good = LocateProtocol.encodeRequest(new Request(1, List.of(new BlockRef(5, 6))));
+        assertField("type", () -> LocateProtocol.decodeRequest(ByteBuffer.allocate(0)));
+        assertField("type", () -> LocateProtocol.decodeRequest(copyWith(good, 0, (byte) 1)));
+        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, 5, 0)));
+        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, 5, LocateProtocol.MAX_BLOCKS + 1)));
+        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, 5, 2)));
+        assertField("shuffleId", () -> LocateProtocol.decodeRequest(withInt(good, 1, -1)));
+        assertField("mapId", () -> LocateProtocol.decodeRequest(copyWith(good, 9, (byte) 0x80)));
+        assertField("reduceId", () -> LocateProtocol.decodeRequest(copyWith(good, 17, (byte) 0x80)));
+        assertField("count", () -> LocateProtocol.decodeRequest(concat(good, new byte[1])));
+
+        ByteBuffer answer = LocateProtocol.encodeResponse(new RemoteBlock[] {new RemoteBlock(1, 2, 3, 4)});
+        assertField("count", () -> LocateProtocol.decodeResponse(answer, 2));
+        assertField("status of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, 4, (byte) 2), 1));
+        assertField("length of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, 4 + 1 + 8 + 4, 0), 1));
+        assertField("location of block 0", () -> LocateProtocol.decodeResponse(answer.duplicate().limit(10), 1));
+        assertField("count", () -> LocateProtocol.decodeResponse(concat(answer, new byte[] {0}), 1));
+    }
+
+    @Test
+    void testFuzzedBytesOnlyEverThrowIllegalArgumentException() {
+        Random random = new Random(20240605);
+        List<ByteBuffer> seeds = new ArrayList<>();
+        for (int n : new int[] {1, 2, 17, LocateProtocol.MAX_BLOCKS}) {
+            List<BlockRef> blocks = new ArrayList<>();
+            RemoteBlock[] located = new RemoteBlock[n];
+            for (int i = 0; i < n; i++) {
+                blocks.add(new BlockRef(random.nextLong() & Long.MAX_VALUE, random.nextInt(Integer.MAX_VALUE)));
+                located[i] = random.nextBoolean() ? null
+                        : new RemoteBlock(random.nextLong(), random.nextInt(), 1 + random.nextInt(Integer.MAX_VALUE - 1), random.nextInt());
+            }
+            seeds.add(LocateProtocol.encodeRequest(new Request(random.nextInt(1000), blocks)));
+            seeds.add(LocateProtocol.encodeResponse(located));
+        }
+        int decoded = 0;
+        for (int round = 0; round < 6_000; round++) {
+            ByteBuffer input;
+            int kind = round % 4;
+            if (kind == 0) { // random bytes, sometimes with a plausible head
+                byte[] bytes = new byte[random.nextInt(64)];
+                random.nextBytes(bytes);
+                if (bytes.length > 0 && random.nextBoolean()) {
+                    bytes[0] = LocateProtocol.TYPE_LOCATE;
+                }
+                input = ByteBuffer.wrap(bytes);
+            } else {
+                ByteBuffer seed = seeds.get(random.nextInt(seeds.size()));
+                byte[] bytes = new byte[seed.remaining()];
+                seed.duplicate().get(bytes);
+                if (kind == 1) { // truncation
+                    input = ByteBuffer.wrap(bytes, 0, random.nextInt(bytes.length + 1)).slice();
+                } else if (kind == 2) { // bit flips
+                    for (int f = 0; f < 1 + random.nextInt(3); f++) {
+                        int at = random.nextInt(Math.min(bytes.length, 64));
+                        bytes[at] ^= (byte) (1 << random.nextInt(8));
+                    }
+                    input = ByteBuffer.wrap(bytes);
+                } else { // random tail
+                    byte[] longer = new byte[bytes.length + random.nextInt(30)];
+                    System.arraycopy(bytes, 0, longer, 0, bytes.length);
+                    for (int i = bytes.length; i < longer.length; i++) {
+                        longer[i] = (byte) random.nextInt();
+                    }
+                    input = ByteBuffer.wrap(longer);
+                }
+            }
+            decoded += tryDecode(() -> LocateProtocol.decodeRequest(input));
+            int expected = random.nextInt(3) == 0 ? 1 + random.nextInt(LocateProtocol.MAX_BLOCKS) : input.remaining() >= 4 ? input.getInt(0) : 1;
+            decoded += tryDecode(() -> LocateProtocol.decodeResponse(input, expected));
+        }
+        assertTrue(decoded > 0, "some fuzzed inputs (e.g. untouched tails of valid messages) still decode");
+    }
+
+    private static int tryDecode(Runnable decode) {
+        try {
+            decode.run();
+            return 1;
+        } catch (IllegalArgumentException expected) {
+            return 0;
+        } catch (RuntimeException e) {
+            fail("a decoder threw " + e + " instead of IllegalArgumentException", e);
+            return 0;
+        }
+    }
+
+    private static void assertField(String field, Runnable decode) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, decode::run);
+        assertTrue(e.getMessage().startsWith(field), "'" + e.getMessage() + "' should name " + field);
+    }
+
+    private static ByteBuffer copyWith(ByteBuffer original, int index, byte value) {
+        return mutate(original, b -> b.put(index, value));
+    }
+
+    private static ByteBuffer withInt(ByteBuffer original, int index, int value) {
+        return mutate(original, b -> b.putInt(index, value));
+    }
+
+    private static ByteBuffer mutate(ByteBuffer original, Consumer<ByteBuffer> change) {
+        ByteBuffer copy = ByteBuffer.allocate(original.remaining()).put(original.duplicate()).flip();
+        change.accept(copy);
+        return copy;
+    }
+
+    private static ByteBuffer concat(ByteBuffer original, byte[] more) {
+        return ByteBuffer.allocate(original.remaining() + more.length).put(original.duplicate()).put(more).flip();
+    }
+}

@@ -1,0 +1,328 @@
+package io.rdmaplane.spark.serve;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.rdmaplane.rdma.policy.PolicyClient;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.RemoteBlock;
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.tcp.TcpNode;
+import io.rdmaplane.spark.ShuffleFixture;
+import io.rdmaplane.spark.ShuffleFixture.Executor;
+import io.rdmaplane.spark.ShuffleMetrics;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.File;
+import java.io.RandomAccessFile;
+import java.nio.ByteBuffer;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.CRC32C;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.VarBinaryVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowStreamReader;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class MapOutputStoreTest {
+    private static final long[] LENGTHS = {1000, 0, 9L << 20, 0, 1, 70_000, 4096, 0};
+
+    @TempDir
+    Path dir;
+    private Executor executor;
+    private TcpNode readerNode;
+    private PolicyClient reader;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        executor = new Executor("exec-1", 256L << 20);
+        readerNode = ShuffleFixture.node();
+        reader = new PolicyClient(readerNode, ShuffleFixture.fastOptions(), new PolicyMetrics());
+    }
+
+    @AfterEach
+    void tearDown() {
+        reader.close();
+        readerNode.close();
+        executor.close();
+    }
+
+    @Test
+    void testEveryNonEmptyPartitionIsAnArrowStreamOfTheFileRange() throws Exception {
+        File file = ShuffleFixture.dataFile(dir, 3, 11, LENGTHS);
+        assertTrue(executor.store.publish(3, 11, file, LENGTHS));
+        long framed = 0;
+        try (BufferAllocator allocator = new RootAllocator()) {
+            for (int r = 0; r < LENGTHS.length; r++) {
+                RemoteBlock block = executor.store.locate(3, 11, r);
+                if (LENGTHS[r] == 0) {
+                    assertNull(block, "an empty partition has no segment");
+                    continue;
+                }
+                assertNotNull(block, "partition " + r);
+                framed += block.length();
+                byte[] segment = readRemote(block);
+                assertEquals(block.crc32c(), crc(segment), "the LOCATE checksum covers the whole framed segment");
+                try (ArrowStreamReader arrow = new ArrowStreamReader(new ByteArrayInputStream(segment), allocator)) {
+                    VectorSchemaRoot root = arrow.getVectorSchemaRoot();
+                    Map<String, String> metadata = root.getSchema().getCustomMetadata();
+                    assertEquals("3", metadata.get(MapOutputStore.SHUFFLE_ID_KEY));
+                    assertEquals("11", metadata.get(MapOutputStore.MAP_ID_KEY));
+                    assertEquals(Integer.toString(r), metadata.get(MapOutputStore.PARTITION_ID_KEY));
+                    ByteArrayOutputStream payload = new ByteArrayOutputStream();
+                    while (arrow.loadNextBatch()) {
+                        VarBinaryVector rows = (VarBinaryVector) root.getVector(0);
+                        for (int i = 0; i < rows.getValueCount(); i++) {
+                            payload.write(rows.get(i));
+                        }
+                    }
+                    assertArrayEquals(ShuffleFixture.blockBytes(3, 11, r, LENGTHS[r]), payload.toByteArray(),
+                            "partition " + r + " payload equals its range of the data file");
+                }
+            }
+        }
+        assertNull(executor.store.locate(3, 11, LENGTHS.length), "no partition beyond the map output's");
+        assertNull(executor.store.locate(3, 12, 0), "no such map output");
+        assertEquals(framed, executor.store.usedBytes(), "usedBytes is exactly the registered segments");
+        assertEquals(1, executor.metrics.publishedMaps().getCount());
+        assertEquals(framed, executor.metrics.publishedBytes().getCount());
+        long payload = java.util.Arrays.stream(LENGTHS).sum();
+        assertTrue(framed - payload < 2048 * 5, "framing costs a few hundred bytes per segment, was " + (framed - payload));
+    }
+
+    @Test
+    void testSegmentsAreRegisteredRemoteReadOnly() throws Exception {
+        long before = executor.node.registrationCount();
+        assertTrue(executor.store.publish(1, 1, ShuffleFixture.dataFile(dir, 1, 1, LENGTHS), LENGTHS));
+        assertEquals(before + 1, executor.node.registrationCount(), "one registration for the whole map output");
+        List<MemoryRegion> regions = executor.store.regions(1, 1);
+        assertEquals(1, regions.size());
+        assertEquals(Set.of(Access.REMOTE_READ), regions.get(0).access(), "exposed memory is REMOTE_READ only");
+        assertEquals(executor.store.usedBytes(), regions.get(0).length(), "the region holds exactly the segments");
+        for (int r = 0; r < LENGTHS.length; r++) {
+            RemoteBlock block = executor.store.locate(1, 1, r);
+            if (block != null) {
+                assertEquals(regions.get(0).rkey(), block.rkey());
+                assertTrue(block.address() >= regions.get(0).address()
+                        && block.address() + block.length() <= regions.get(0).address() + regions.get(0).length());
+            }
+        }
+    }
+
+    @Test
+    void testCapIsRespectedExactly() throws Exception {
+        File file = ShuffleFixture.dataFile(dir, 5, 1, LENGTHS);
+        assertTrue(executor.store.publish(5, 1, file, LENGTHS));
+        long exact = executor.store.usedBytes();
+
+        try (Executor atCap = new Executor("at-cap", exact); Executor belowCap = new Executor("below-cap", exact - 1)) {
+            assertTrue(atCap.store.publish(5, 1, file, LENGTHS), "exactly the cap fits");
+            assertEquals(exact, atCap.store.usedBytes());
+            assertFalse(atCap.store.publish(5, 2, file, LENGTHS), "nothing more fits");
+            assertEquals(exact, atCap.store.usedBytes(), "a refused map output keeps nothing");
+            assertNull(atCap.store.locate(5, 2, 0));
+            assertEquals(1, atCap.metrics.notPublishedOverCap().getCount());
+
+            long registrations = belowCap.node.registrationCount();
+            assertFalse(belowCap.store.publish(5, 1, file, LENGTHS), "one byte short of the cap");
+            assertEquals(0, belowCap.store.usedBytes());
+            assertEquals(registrations, belowCap.node.registrationCount(), "nothing half-registered");
+            assertNull(belowCap.store.locate(5, 1, 0));
+            assertEquals(1, belowCap.metrics.notPublishedOverCap().getCount());
+            assertEquals(0, belowCap.metrics.publishedMaps().getCount());
+
+            long[] small = {10};
+            assertTrue(atCap.store.publish(6, 1, ShuffleFixture.dataFile(dir, 6, 1, small), small) == false);
+            atCap.store.removeShuffle(5);
+            assertEquals(0, atCap.store.usedBytes(), "removing the shuffle gives its bytes back");
+            assertTrue(atCap.store.publish(6, 1, ShuffleFixture.dataFile(dir, 6, 1, small), small));
+        }
+    }
+
+    @Test
+    void testMissingOrShortDataFileIsRefused() throws Exception {
+        File missing = dir.resolve("nope.data").toFile();
+        assertFalse(executor.store.publish(1, 1, missing, LENGTHS));
+        File file = ShuffleFixture.dataFile(dir, 1, 2, LENGTHS);
+        try (RandomAccessFile truncate = new RandomAccessFile(file, "rw")) {
+            truncate.setLength(file.length() - 1);
+        }
+        assertFalse(executor.store.publish(1, 2, file, LENGTHS));
+        assertEquals(0, executor.store.usedBytes());
+        assertEquals(2, executor.metrics.notPublishedFailed().getCount());
+        assertEquals(0, executor.metrics.publishedMaps().getCount());
+        assertNull(executor.store.locate(1, 2, 0));
+    }
+
+    @Test
+    void testAllEmptyMapOutputIsPublishedWithNothingToLocate() throws Exception {
+        long[] empty = {0, 0, 0};
+        assertTrue(executor.store.publish(2, 9, ShuffleFixture.dataFile(dir, 2, 9, empty), empty));
+        assertNull(executor.store.locate(2, 9, 1));
+        assertEquals(0, executor.store.usedBytes());
+    }
+
+    @Test
+    void testReadAfterRemoveShuffleFailsWithRemoteAccessError() throws Exception {
+        long[] lengths = {5000, 6000};
+        assertTrue(executor.store.publish(4, 1, ShuffleFixture.dataFile(dir, 4, 1, lengths), lengths));
+        assertTrue(executor.store.publish(8, 1, ShuffleFixture.dataFile(dir, 8, 1, lengths), lengths));
+        RemoteBlock old = executor.store.locate(4, 1, 1);
+        readRemote(old); // READable while published
+        executor.store.removeShuffle(4);
+        assertNull(executor.store.locate(4, 1, 1));
+        ExecutionException e = assertThrows(ExecutionException.class, () -> readRemote(old));
+        assertEquals(Status.REMOTE_ACCESS_ERROR, statusOf(e), "the old rkey is revoked: " + e);
+        assertFalse(executor.store.publish(4, 2, ShuffleFixture.dataFile(dir, 4, 2, lengths), lengths),
+                "a late map output of a removed shuffle is not kept");
+        assertNull(executor.store.locate(4, 2, 0));
+        assertNotNull(executor.store.locate(8, 1, 1), "other shuffles stay");
+        readRemote(executor.store.locate(8, 1, 1));
+    }
+
+    @Test
+    void testMemoryOfARemovedShuffleIsReusedOnlyAfterItsQuarantine() throws Exception {
+        long[] lengths = {200_000, 0, 300_000};
+        File file = ShuffleFixture.dataFile(dir, 1, 1, lengths);
+        assertTrue(executor.store.publish(1, 1, file, lengths));
+        RemoteBlock old = executor.store.locate(1, 1, 2);
+        executor.store.removeShuffle(1);
+        long idle = executor.store.idleBytes();
+        assertTrue(idle >= executor.store.usedBytes() && idle > 0, "the deregistered memory is kept for reuse");
+
+        // Within the quarantine (default 5 s) a publish of the same size takes fresh memory.
+        File again = ShuffleFixture.dataFile(dir, 2, 1, lengths);
+        assertTrue(executor.store.publish(2, 1, again, lengths));
+        assertEquals(idle, executor.store.idleBytes(), "quarantined memory is not reused");
+
+        executor.store.setRecycleQuarantine(java.time.Duration.ZERO);
+        executor.store.removeShuffle(2); // its memory is reusable at once now
+        assertEquals(2 * idle, executor.store.idleBytes());
+        assertTrue(executor.store.publish(3, 1, ShuffleFixture.dataFile(dir, 3, 1, lengths), lengths));
+        assertEquals(idle, executor.store.idleBytes(), "one idle buffer was reused");
+        // Reused memory: the new segments are intact, and the old rkey still fails.
+        for (int r : new int[] {0, 2}) {
+            assertArrayEquals(ShuffleFixture.blockBytes(3, 1, r, lengths[r]), payloadOf(readRemote(executor.store.locate(3, 1, r))));
+        }
+        ExecutionException e = assertThrows(ExecutionException.class, () -> readRemote(old));
+        assertEquals(Status.REMOTE_ACCESS_ERROR, statusOf(e));
+    }
+
+    @Test
+    void testIdleMemoryStaysWithinWhatTheCapLeaves() throws Exception {
+        long[] lengths = {1 << 20, 1 << 20};
+        File file = ShuffleFixture.dataFile(dir, 1, 1, lengths);
+        try (Executor small = new Executor("small", 5L << 20)) {
+            small.store.setRecycleQuarantine(java.time.Duration.ZERO);
+            assertTrue(small.store.publish(1, 1, file, lengths));
+            assertTrue(small.store.publish(1, 2, file, lengths));
+            small.store.removeShuffle(1);
+            assertTrue(small.store.idleBytes() <= 5L << 20, "idle memory within the cap: " + small.store.idleBytes());
+            assertTrue(small.store.publish(2, 1, file, lengths));
+            assertTrue(small.store.publish(2, 2, file, lengths));
+            assertTrue(small.store.idleBytes() + small.store.usedBytes() <= 5L << 20,
+                    "idle + registered within the cap: " + small.store.idleBytes() + " + " + small.store.usedBytes());
+        }
+    }
+
+    @Test
+    void testConcurrentPublishLocateAndRemove() throws Exception {
+        int maps = 24;
+        long[] lengths = {3000, 0, 12_000, 800};
+        List<File> files = new ArrayList<>();
+        for (int m = 0; m < maps; m++) {
+            files.add(ShuffleFixture.dataFile(dir, m % 3, m, lengths));
+        }
+        ExecutorService threads = Executors.newFixedThreadPool(4);
+        try {
+            List<Future<?>> work = new ArrayList<>();
+            for (int m = 0; m < maps; m++) {
+                int map = m;
+                work.add(threads.submit(() -> executor.store.publish(map % 3, map, files.get(map), lengths)));
+                work.add(threads.submit(() -> executor.store.locate(map % 3, map, 2)));
+                if (m == maps / 2) {
+                    work.add(threads.submit(() -> executor.store.removeShuffle(0)));
+                }
+            }
+            for (Future<?> f : work) {
+                f.get(30, TimeUnit.SECONDS);
+            }
+        } finally {
+            threads.shutdown();
+        }
+        for (int m = 0; m < maps; m++) {
+            if (m % 3 == 0) {
+                assertNull(executor.store.locate(0, m, 0), "removed shuffle 0 keeps nothing, even map outputs published late");
+            } else {
+                assertArrayEquals(ShuffleFixture.blockBytes(m % 3, m, 2, lengths[2]), payloadOf(readRemote(
+                        executor.store.locate(m % 3, m, 2))));
+            }
+        }
+        executor.store.removeShuffle(1);
+        executor.store.removeShuffle(2);
+        assertEquals(0, executor.store.usedBytes(), "every reserved byte was given back");
+    }
+
+    private byte[] payloadOf(byte[] segment) throws Exception {
+        return ShuffleFixture.bytes(io.rdmaplane.rdma.format.ArrowBlock.read(ByteBuffer.wrap(segment), true).payload());
+    }
+
+    private byte[] readRemote(RemoteBlock block) throws Exception {
+        try (MemoryRegion landing = readerNode.register(ByteBuffer.allocateDirect(block.length()), Set.of(Access.LOCAL_WRITE))) {
+            reader.peer(executor.server.address()).read(block, landing, 0).get(30, TimeUnit.SECONDS);
+            byte[] bytes = new byte[block.length()];
+            landing.buffer().get(bytes);
+            return bytes;
+        }
+    }
+
+    private static Status statusOf(Throwable e) {
+        for (Throwable c = e; c != null; c = c.getCause()) {
+            if (c instanceof TransportException t) {
+                return t.status();
+            }
+        }
+        return null;
+    }
+
+    private static int crc(byte[] bytes) {
+        CRC32C crc = new CRC32C();
+        crc.update(bytes);
+        return (int) crc.getValue();
+    }
+
+    @Test
+    void testMetricsShareThePolicyRegistry() {
+        ShuffleMetrics metrics = new ShuffleMetrics(new PolicyMetrics());
+        metrics.fallbackFetch().inc(3);
+        Map<String, Long> snapshot = metrics.snapshot();
+        assertEquals(3L, snapshot.get(ShuffleMetrics.FALLBACK_FETCH));
+        assertEquals(0L, snapshot.get("rdma.read.count"), "the policy layer's counters are in the same registry");
+        for (String name : List.of(ShuffleMetrics.PUBLISHED_MAPS, ShuffleMetrics.PUBLISHED_BYTES,
+                ShuffleMetrics.NOT_PUBLISHED_OVER_CAP, ShuffleMetrics.FETCH_RDMA_BLOCKS, ShuffleMetrics.FETCH_RDMA_BYTES,
+                ShuffleMetrics.FALLBACK_SHUFFLE, ShuffleMetrics.FALLBACK_APP, ShuffleMetrics.LOCATE_REQUESTS)) {
+            assertEquals(0L, snapshot.get(name), name);
+        }
+    }
+}

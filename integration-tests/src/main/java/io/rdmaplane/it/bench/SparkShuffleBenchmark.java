@@ -52,8 +52,7 @@ public final class SparkShuffleBenchmark {
         if (manager.equals(SparkLocalCluster.RDMA_MANAGER)) {
             rdmaSettings.putIfAbsent("spark.shuffle.rdma.mapOutput.capacity", (capacity / MIB) + "m");
         }
-        System.setProperty("org.slf4j.simpleLogger.defaultLogLevel",
-                System.getProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn"));
+        SparkLocalCluster.prepare();
         ShuffleWorkload workload = new ShuffleWorkload(size, value, maps, partitions, 7);
         int workerMiB = (int) (heap / MIB);
         String executorJvm = "-XX:MaxDirectMemorySize=" + (direct / MIB) + "m";

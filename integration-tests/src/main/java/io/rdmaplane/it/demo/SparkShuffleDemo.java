@@ -35,9 +35,6 @@ public final class SparkShuffleDemo {
                 Integer.parseInt(Args.get(args, "partitions", "8")), Long.parseLong(Args.get(args, "seed", "1")));
         String manager = Args.get(args, "manager", SparkLocalCluster.RDMA_MANAGER);
         Map<String, String> extra = Args.sparkSettings(args);
-        // Spark's and our INFO lines go to the executors' log files; the driver's console keeps to warnings
-        System.setProperty("org.slf4j.simpleLogger.defaultLogLevel",
-                System.getProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn"));
         int workers = 2;
         SparkLocalCluster.prepare();
 

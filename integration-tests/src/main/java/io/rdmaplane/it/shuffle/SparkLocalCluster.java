@@ -54,6 +54,13 @@ public final class SparkLocalCluster {
                     + "; run this through Maven: mvn -B -q -Prun -DskipTests verify -Drun.main=...");
         }
         if (home == null) {
+            // The driver's console keeps to warnings (slf4j-simple reads these when a logger is first made);
+            // the executors log at INFO into their worker folders. Two warnings of every local-cluster start
+            // say nothing about the job: the master sees the application before its workers, and Hadoop's
+            // native library is not installed.
+            quiet("defaultLogLevel", "warn");
+            quiet("log.org.apache.spark.deploy.master.Master", "error");
+            quiet("log.org.apache.hadoop.util.NativeCodeLoader", "error");
             try {
                 home = Files.createTempDirectory("rdma-spark-local-cluster");
                 home.toFile().deleteOnExit();
@@ -64,6 +71,13 @@ public final class SparkLocalCluster {
             System.setProperty("spark.test.home", home.toString());
         }
         return home;
+    }
+
+    private static void quiet(String simpleLoggerKey, String level) {
+        String key = "org.slf4j.simpleLogger." + simpleLoggerKey;
+        if (System.getProperty(key) == null) {
+            System.setProperty(key, level);
+        }
     }
 
     /**

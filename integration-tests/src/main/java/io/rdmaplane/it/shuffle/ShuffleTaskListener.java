@@ -1,0 +1,110 @@
+package io.rdmaplane.it.shuffle;
+
+import org.apache.spark.Success$;
+import org.apache.spark.executor.ShuffleReadMetrics;
+import org.apache.spark.executor.ShuffleWriteMetrics;
+import org.apache.spark.executor.TaskMetrics;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.StageInfo;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+
+/**
+ * Sums the shuffle metrics Spark reports for every finished task (what the Spark UI shows):
+ * bytes and records written, remote and local bytes read, fetch wait time, records read, plus
+ * tasks that did not succeed. Listener events arrive asynchronously, in order; a job's task-end
+ * events come before its job-end event, so {@link #awaitTotals()} waits for the job ends.
+ */
+public final class ShuffleTaskListener extends SparkListener {
+    /** Sums over the tasks of every job so far. */
+    public record Totals(long bytesWritten, long recordsWritten, long remoteBytesRead, long localBytesRead,
+                         long fetchWaitMs, long recordsRead, long remoteBlocks, long localBlocks, long failedTasks,
+                         long mapStageMs, long reduceStageMs) {
+        public long bytesRead() {
+            return remoteBytesRead + localBytesRead;
+        }
+    }
+
+    private long bytesWritten;
+    private long recordsWritten;
+    private long remoteBytesRead;
+    private long localBytesRead;
+    private long fetchWaitMs;
+    private long recordsRead;
+    private long remoteBlocks;
+    private long localBlocks;
+    private long failedTasks;
+    private long mapStageMs;
+    private long reduceStageMs;
+    private int jobsStarted;
+    private int jobsEnded;
+
+    @Override
+    public synchronized void onTaskEnd(SparkListenerTaskEnd end) {
+        if (end.reason() != Success$.MODULE$) {
+            failedTasks++;
+        }
+        TaskMetrics m = end.taskMetrics();
+        if (m == null) {
+            return;
+        }
+        ShuffleWriteMetrics w = m.shuffleWriteMetrics();
+        bytesWritten += w.bytesWritten();
+        recordsWritten += w.recordsWritten();
+        ShuffleReadMetrics r = m.shuffleReadMetrics();
+        remoteBytesRead += r.remoteBytesRead();
+        localBytesRead += r.localBytesRead();
+        fetchWaitMs += r.fetchWaitTime();
+        recordsRead += r.recordsRead();
+        remoteBlocks += r.remoteBlocksFetched();
+        localBlocks += r.localBlocksFetched();
+    }
+
+    /** Wall time of stages that wrote shuffle output (map side) and of the others (the final, reduce side). */
+    @Override
+    public synchronized void onStageCompleted(SparkListenerStageCompleted completed) {
+        StageInfo stage = completed.stageInfo();
+        if (stage.submissionTime().isEmpty() || stage.completionTime().isEmpty()) {
+            return;
+        }
+        long ms = (Long) stage.completionTime().get() - (Long) stage.submissionTime().get();
+        if (stage.taskMetrics() != null && stage.taskMetrics().shuffleWriteMetrics().bytesWritten() > 0) {
+            mapStageMs += ms;
+        } else {
+            reduceStageMs += ms;
+        }
+    }
+
+    @Override
+    public synchronized void onJobStart(SparkListenerJobStart start) {
+        jobsStarted++;
+    }
+
+    @Override
+    public synchronized void onJobEnd(SparkListenerJobEnd end) {
+        jobsEnded++;
+        notifyAll();
+    }
+
+    /** The sums once every job the driver started has been reported ended (waits at most 60 s). */
+    public synchronized Totals awaitTotals() {
+        long deadline = System.currentTimeMillis() + 60_000;
+        // the job's own start event may itself still be queued: wait for at least one job
+        while (jobsStarted == 0 || jobsEnded < jobsStarted) {
+            long left = deadline - System.currentTimeMillis();
+            if (left <= 0) {
+                throw new IllegalStateException("listener saw " + jobsEnded + " of " + jobsStarted + " jobs end within 60 s");
+            }
+            try {
+                wait(left);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException(e);
+            }
+        }
+        return new Totals(bytesWritten, recordsWritten, remoteBytesRead, localBytesRead, fetchWaitMs, recordsRead,
+                remoteBlocks, localBlocks, failedTasks, mapStageMs, reduceStageMs);
+    }
+}

@@ -1,0 +1,174 @@
+package io.rdmaplane.it.packaging;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.net.URL;
+import java.net.URLClassLoader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.spi.ToolProvider;
+import java.util.stream.Collectors;
+import java.util.zip.ZipEntry;
+import java.util.zip.ZipFile;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The Spark drop-in jar ({@code spark-shuffle-rdma-<version>-plugin.jar}, built by the shade plugin
+ * in spark-shuffle-rdma's package phase) is complete and carries nothing Spark already has: it
+ * holds only our classes and DiSNI's plus the native library; with only Spark's own class path
+ * beside it, a local Spark application runs a shuffle through {@code RdmaShuffleManager} loaded
+ * from the jar; and jdeps finds no class reference that the jar and Spark's class path do not
+ * satisfy. Surefire passes the jar's path; under {@code mvn test} (no package phase yet) the jar
+ * may not exist and the test is skipped.
+ */
+class SparkPluginJarTest {
+    static final String JAR_PROPERTY = "rdma.spark.plugin.jar";
+    static final String NATIVE_LIBRARY = "native/linux-x86_64/libdisni.so";
+    /** The only class packages the jar may contain: ours and DiSNI's (no Spark distribution has it). */
+    static final List<String> OWN_PACKAGES = List.of("io/rdmaplane/", "com/ibm/disni/");
+    /**
+     * What is on this test's class path but not on Spark's: our own modules and what only they bring
+     * (DiSNI, Arrow's unsafe allocation manager; Spark has the Netty one), this module's test-only
+     * dependencies (JUnit, the HDFS minicluster) and its SLF4J provider (Spark ships log4j's).
+     * Everything else here is spark-sql 4.0.4's own dependency tree.
+     */
+    static final List<String> NOT_SPARK = List.of("/io/rdmaplane/", "/target/classes", "/target/test-classes",
+            "/com/ibm/disni/", "/arrow-memory-unsafe/", "/org/junit/", "/org/opentest4j/", "/org/apiguardian/",
+            "/hadoop-client-minicluster/", "/org/slf4j/slf4j-simple/", "/surefire", "/io/trino/");
+
+    private static Path jar;
+    private static List<Path> spark;
+
+    @BeforeAll
+    static void locate() {
+        String path = System.getProperty(JAR_PROPERTY);
+        Assumptions.assumeTrue(path != null && Files.isRegularFile(Path.of(path)),
+                "no Spark plug-in jar at " + path + ": it is built in spark-shuffle-rdma's package phase (mvn verify)");
+        jar = Path.of(path).toAbsolutePath().normalize();
+        spark = Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))
+                .filter(entry -> NOT_SPARK.stream().noneMatch(p -> entry.replace('\\', '/').contains(p)))
+                .filter(entry -> entry.endsWith(".jar"))
+                .map(Path::of)
+                .collect(Collectors.toList());
+        for (String needed : List.of("spark-core_2.13", "spark-sql_2.13", "scala-library", "arrow-vector", "arrow-memory-netty",
+                "metrics-core", "slf4j-api")) {
+            assertTrue(spark.stream().anyMatch(p -> p.getFileName().toString().startsWith(needed)), needed + " on Spark's class path");
+        }
+    }
+
+    @Test
+    void containsOnlyOurClassesDisniAndTheNativeLibrary() throws IOException {
+        List<String> names;
+        try (ZipFile zip = new ZipFile(jar.toFile())) {
+            names = zip.stream().map(ZipEntry::getName).collect(Collectors.toList());
+            ZipEntry lib = zip.getEntry(NATIVE_LIBRARY);
+            assertNotNull(lib, NATIVE_LIBRARY + " in " + jar);
+            assertTrue(lib.getSize() > 10_000, "the native library is not empty: " + lib.getSize());
+        }
+        assertEquals(List.of(), names.stream()
+                        .filter(n -> n.endsWith(".class") && OWN_PACKAGES.stream().noneMatch(n::startsWith))
+                        .collect(Collectors.toList()),
+                "classes outside " + OWN_PACKAGES);
+        assertEquals(List.of(), names.stream()
+                        .filter(n -> !n.endsWith("/") && !n.endsWith(".class") && !n.startsWith("META-INF/") && !n.equals(NATIVE_LIBRARY))
+                        .collect(Collectors.toList()),
+                "nothing but classes, META-INF and the native library");
+        assertEquals(List.of(), names.stream().filter(n -> n.matches("META-INF/[^/]*\\.(SF|DSA|RSA|EC)")).collect(Collectors.toList()),
+                "no signature files");
+        for (String needed : List.of("io/rdmaplane/spark/RdmaShuffleManager.class",
+                "io/rdmaplane/spark/SparkRdmaConfig.class",
+                "io/rdmaplane/rdma/format/ArrowBlock.class",
+                "io/rdmaplane/rdma/provider/tcp/TcpProvider.class",
+                "io/rdmaplane/rdma/provider/verbs/DisniRuntime.class",
+                "com/ibm/disni/verbs/impl/NativeDispatcher.class")) {
+            assertTrue(names.contains(needed), needed + " in " + jar);
+        }
+    }
+
+    @Test
+    void sparkRunsAShuffleThroughTheManagerFromTheJarAlone() throws Exception {
+        List<URL> urls = new ArrayList<>();
+        urls.add(jar.toUri().toURL());
+        for (Path p : spark) {
+            urls.add(p.toUri().toURL());
+        }
+        ClassLoader previous = Thread.currentThread().getContextClassLoader();
+        try (URLClassLoader isolated = new URLClassLoader("spark-plugin", urls.toArray(URL[]::new), ClassLoader.getPlatformClassLoader())) {
+            URL lib = isolated.getResource(NATIVE_LIBRARY);
+            assertNotNull(lib, "native library visible to the isolated loader");
+            assertTrue(lib.toString().startsWith("jar:" + urls.get(0) + "!/"), "native library from the plug-in jar: " + lib);
+            Class<?> manager = Class.forName("io.rdmaplane.spark.RdmaShuffleManager", true, isolated);
+            assertEquals(isolated, manager.getClassLoader());
+            assertTrue(Class.forName("org.apache.spark.shuffle.ShuffleManager", false, isolated).isAssignableFrom(manager));
+
+            // Spark resolves spark.shuffle.manager and the tasks' classes through the context class loader
+            ProbeLoader probeLoader = new ProbeLoader(isolated);
+            Thread.currentThread().setContextClassLoader(probeLoader);
+            @SuppressWarnings("unchecked")
+            Map<String, String> facts = (Map<String, String>) probeLoader.loadClass(SparkPluginJarProbe.class.getName())
+                    .getMethod("run").invoke(null);
+            System.out.println("Spark plug-in jar probe: " + facts);
+            assertEquals("io.rdmaplane.spark.RdmaShuffleManager", facts.get("shuffleManager"), facts.toString());
+            assertEquals("spark-plugin", facts.get("managerLoader"), facts.toString());
+            assertEquals("spark-plugin", facts.get("sparkLoader"), facts.toString());
+            assertEquals("10", facts.get("keys"), facts.toString());
+            assertEquals("10000", facts.get("records"), facts.toString());
+            assertEquals("tcp", facts.get("report.provider"), facts.toString());
+            assertEquals("0", facts.get("report.rdma.shuffle.fallback.app"), facts.toString());
+            assertTrue(Long.parseLong(facts.get("report.rdma.shuffle.published.maps")) >= 4, facts.toString());
+            // DisniRuntime found the bundled library in the jar; loading it may still fail where libibverbs is missing
+            assertFalse(facts.get("disniCause").contains("no bundled native library"), facts.toString());
+        } finally {
+            Thread.currentThread().setContextClassLoader(previous);
+        }
+    }
+
+    @Test
+    void jdepsFindsNothingMissingBesideSpark() {
+        ToolProvider jdeps = ToolProvider.findFirst("jdeps").orElse(null);
+        Assumptions.assumeTrue(jdeps != null, "jdeps (a JDK tool) is not in this JVM");
+        StringWriter out = new StringWriter();
+        String classPath = spark.stream().map(Path::toString).collect(Collectors.joining(File.pathSeparator));
+        int rc = jdeps.run(new PrintWriter(out, true), new PrintWriter(out, true),
+                "--multi-release", "17", "--missing-deps", "-cp", classPath, jar.toString());
+        List<String> missing = out.toString().lines()
+                .filter(line -> line.contains("not found") && line.contains("->") && !line.trim().endsWith("-> not found"))
+                .collect(Collectors.toList());
+        assertEquals(0, rc, out.toString());
+        assertEquals(List.of(), missing, "class references the jar and Spark do not satisfy:\n" + out);
+    }
+
+    /** Defines {@link SparkPluginJarProbe} (and its lambdas' class) from its class file, linked against the isolated loader. */
+    private static final class ProbeLoader extends ClassLoader {
+        ProbeLoader(ClassLoader parent) {
+            super("spark-plugin-probe", parent);
+        }
+
+        @Override
+        protected Class<?> findClass(String name) throws ClassNotFoundException {
+            if (!name.equals(SparkPluginJarProbe.class.getName())) {
+                throw new ClassNotFoundException(name);
+            }
+            try (InputStream in = SparkPluginJarTest.class.getResourceAsStream("SparkPluginJarProbe.class")) {
+                byte[] bytes = in.readAllBytes();
+                return defineClass(name, bytes, 0, bytes.length);
+            } catch (IOException e) {
+                throw new ClassNotFoundException(name, e);
+            }
+        }
+    }
+}

@@ -70,7 +70,8 @@ final class ExecutorRuntime implements AutoCloseable {
         PolicyOptions options = PolicyKeys.policyOptions(conf, secret);
         NodeOptions nodeOptions = TransportKeys.nodeOptions(conf, bindHost);
         node = track(provider.createNode(nodeOptions));
-        store = track(new MapOutputStore(node, conf.get(SparkRdmaConfig.MAP_OUTPUT_CAPACITY), metrics));
+        store = track(new MapOutputStore(node, conf.get(SparkRdmaConfig.MAP_OUTPUT_CAPACITY), metrics,
+                conf.get(SparkRdmaConfig.MAP_OUTPUT_MAP_FILES)));
         pool = track(new RegisteredMemoryPool(node, TransportKeys.poolOptions(conf)));
         policyMetrics.watchPool("reduce", pool);
         policy = track(new PolicyClient(node, options, policyMetrics));

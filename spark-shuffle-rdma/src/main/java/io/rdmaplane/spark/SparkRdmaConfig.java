@@ -18,6 +18,8 @@ public final class SparkRdmaConfig {
             "Whether RdmaShuffleManager serves and fetches shuffle blocks over RDMA; false makes it behave exactly as Spark's sort shuffle.");
     public static final ConfigKey<Long> MAP_OUTPUT_CAPACITY = ConfigKey.byteSizeKey("mapOutput.capacity", "1g", "0", "1t",
             "Registered (pinned) bytes for map outputs per executor; a map output over the cap is not published and is served by Netty (0 = publish none).");
+    public static final ConfigKey<Boolean> MAP_OUTPUT_MAP_FILES = ConfigKey.booleanKey("mapOutput.mapFiles", true,
+            "Serve map outputs from a read-only mapping of Spark's data file, registered as it is (no copy; only the Arrow framing is in memory). Where the provider cannot register file mappings (verbs on kernels before 6.2), or when false, map outputs are copied into registered memory.");
     public static final ConfigKey<Long> MAX_BLOCKS_PER_SHUFFLE = ConfigKey.longKey("maxBlocksPerShuffle", 50_000_000L, 0,
             Long.MAX_VALUE, "A shuffle with more map tasks x reduce partitions than this uses Spark's standard path (logged once per shuffle).");
     public static final ConfigKey<Integer> REGISTRY_PORT = ConfigKey.intKey("registry.port", 0, 0, 65535,
@@ -36,7 +38,7 @@ public final class SparkRdmaConfig {
     public static final ConfigKey<Integer> TEST_CORRUPT_READS = ConfigKey.intKey("test.corruptReads", 0, 0, Integer.MAX_VALUE,
             "Test only: READ payloads the test.corruptExecutor executor receives corrupted, to prove checksums catch it.");
 
-    private static final List<ConfigKey<?>> SPARK_KEYS = List.of(ENABLED, MAP_OUTPUT_CAPACITY, MAX_BLOCKS_PER_SHUFFLE,
+    private static final List<ConfigKey<?>> SPARK_KEYS = List.of(ENABLED, MAP_OUTPUT_CAPACITY, MAP_OUTPUT_MAP_FILES, MAX_BLOCKS_PER_SHUFFLE,
             REGISTRY_PORT, REGISTRY_ADDRESS, TEST_BREAK_EXECUTOR, TEST_BREAK_AFTER_LOCATES, TEST_CORRUPT_EXECUTOR,
             TEST_CORRUPT_READS);
 

@@ -43,9 +43,14 @@ public final class ShuffleFixture {
         public final AtomicInteger locatesAnswered = new AtomicInteger();
 
         public Executor(String id, long capacity) throws TransportException {
+            this(id, capacity, true);
+        }
+
+        /** @param mapFiles serve payloads from the data files' mappings (true) or copies */
+        public Executor(String id, long capacity, boolean mapFiles) throws TransportException {
             this.id = id;
             this.node = node();
-            this.store = new MapOutputStore(node, capacity, metrics);
+            this.store = new MapOutputStore(node, capacity, metrics, mapFiles);
             this.server = new ShuffleBlockServer(node, fastOptions(), metrics.policy(), store).start();
             server.setLocateListener(locatesAnswered::incrementAndGet);
         }

@@ -75,11 +75,16 @@ public final class ArrowBlock {
 
     static long write(Map<String, String> metadata, ByteBuffer payload, WritableByteChannel out, BufferAllocator allocator,
                       int rowBytes) throws IOException {
+        return write(metadata, payload, out, allocator, rowBytes, crc32c(payload.duplicate()));
+    }
+
+    private static long write(Map<String, String> metadata, ByteBuffer payload, WritableByteChannel out,
+                              BufferAllocator allocator, int rowBytes, int payloadCrc32c) throws IOException {
         ByteBuffer bytes = payload.duplicate();
         int length = bytes.remaining();
         Map<String, String> all = new LinkedHashMap<>(metadata);
         all.put(LENGTH_KEY, Integer.toString(length));
-        all.put(CRC32C_KEY, Integer.toUnsignedString(crc32c(bytes)));
+        all.put(CRC32C_KEY, Integer.toUnsignedString(payloadCrc32c));
         Schema schema = new Schema(List.of(new Field(PAYLOAD_FIELD, FieldType.notNullable(ArrowType.Binary.INSTANCE), null)), all);
         WriteChannel channel = new WriteChannel(out);
         MessageSerializer.serialize(channel, schema);
@@ -100,6 +105,86 @@ public final class ArrowBlock {
         }
         ArrowStreamWriter.writeEndOfStream(channel, IpcOption.DEFAULT);
         return channel.getCurrentPosition();
+    }
+
+    /**
+     * The bytes a block adds around its payload: {@code header + payload + trailer} is exactly
+     * what {@link #write} produces for the same metadata and payload. Lets a block be served from
+     * three places (framing in memory, payload where it already lies, e.g. a mapped file) and
+     * gathered into one contiguous Arrow IPC stream by the reader.
+     */
+    public record Framing(ByteBuffer header, ByteBuffer trailer, int payloadCrc32c) {
+    }
+
+    /**
+     * The framing of the block {@link #write} would make of {@code payload} (a direct buffer; its
+     * remaining bytes are read once, for their CRC32C, and never copied).
+     */
+    public static Framing frame(Map<String, String> metadata, ByteBuffer payload, BufferAllocator allocator)
+            throws IOException {
+        if (!payload.isDirect()) {
+            throw new IllegalArgumentException("framing needs a direct payload, so it is recognised without a copy");
+        }
+        FramingChannel out = new FramingChannel(MemoryUtil.getByteBufferAddress(payload) + payload.position(),
+                payload.remaining());
+        int crc = crc32c(payload.duplicate());
+        write(metadata, payload, out, allocator, DEFAULT_ROW_BYTES, crc);
+        if (out.payloadSeen != payload.remaining()) {
+            throw new IllegalStateException("the payload was written as " + out.payloadSeen + " of " + payload.remaining()
+                    + " bytes");
+        }
+        return new Framing(out.header.toByteBuffer(), out.trailer.toByteBuffer(), crc);
+    }
+
+    /** Keeps what comes before and after the payload's own memory; skips the payload without reading it. */
+    private static final class FramingChannel implements WritableByteChannel {
+        private final long payloadAddress;
+        private final long payloadLength;
+        private final Bytes header = new Bytes();
+        private final Bytes trailer = new Bytes();
+        private long payloadSeen;
+
+        FramingChannel(long payloadAddress, long payloadLength) {
+            this.payloadAddress = payloadAddress;
+            this.payloadLength = payloadLength;
+        }
+
+        @Override
+        public int write(ByteBuffer src) {
+            int n = src.remaining();
+            long address = src.isDirect() ? MemoryUtil.getByteBufferAddress(src) + src.position() : -1;
+            if (address >= payloadAddress && address + n <= payloadAddress + payloadLength && n > 0) {
+                payloadSeen += n;
+                src.position(src.limit());
+            } else if (payloadSeen == 0 && payloadLength > 0) {
+                header.put(src);
+            } else {
+                trailer.put(src);
+            }
+            return n;
+        }
+
+        @Override
+        public boolean isOpen() {
+            return true;
+        }
+
+        @Override
+        public void close() {
+        }
+    }
+
+    /** A growable byte array for the few framing bytes. */
+    private static final class Bytes extends java.io.ByteArrayOutputStream {
+        void put(ByteBuffer src) {
+            byte[] chunk = new byte[src.remaining()];
+            src.get(chunk);
+            write(chunk, 0, chunk.length);
+        }
+
+        ByteBuffer toByteBuffer() {
+            return ByteBuffer.wrap(toByteArray());
+        }
     }
 
     /** The payload as an ArrowBuf: over the same memory when direct, else a copy. */

@@ -61,6 +61,23 @@ class ArrowBlockTest {
         assertArrayEquals(payload, concat(ArrowBlock.read(ByteBuffer.wrap(out.toByteArray()), true)));
     }
 
+    @ParameterizedTest(name = "payload of {0} bytes")
+    @ValueSource(ints = {1, 7, 8, 4096, 1_000_003})
+    void framingAroundThePayloadIsExactlyWhatWriteProduces(int size) throws Exception {
+        byte[] payload = random(size, size + 7);
+        ByteBuffer direct = ByteBuffer.allocateDirect(size + 3).position(3);
+        direct.put(payload).position(3);
+        ByteArrayOutputStream whole = new ByteArrayOutputStream();
+        ArrowBlock.write(KEY, direct, Channels.newChannel(whole), allocator);
+
+        ArrowBlock.Framing framing = ArrowBlock.frame(KEY, direct, allocator);
+        assertEquals(3, direct.position(), "framing leaves the payload's position alone");
+        ByteBuffer gathered = ByteBuffer.allocate(framing.header().remaining() + size + framing.trailer().remaining());
+        gathered.put(framing.header().duplicate()).put(payload).put(framing.trailer().duplicate()).flip();
+        assertArrayEquals(whole.toByteArray(), gathered.array(), "header + payload + trailer = the written block");
+        assertArrayEquals(payload, concat(ArrowBlock.read(gathered, true)));
+    }
+
     @Test
     void anyArrowIpcReaderOpensABlock() throws Exception {
         byte[] payload = random(2500, 2);

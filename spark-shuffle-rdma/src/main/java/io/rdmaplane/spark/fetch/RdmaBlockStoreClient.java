@@ -89,7 +89,7 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
     private volatile boolean closed;
 
     /** What one executor's LOCATE said: where each asked-for block is (a null value: not served). */
-    private record Located(PeerConnection peer, Map<BlockRef, RemoteBlock> blocks) {
+    private record Located(PeerConnection peer, Map<BlockRef, RemoteBlock[]> blocks) {
     }
 
     /**
@@ -176,7 +176,7 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
             return CompletableFuture.failedFuture(e);
         }
         List<BlockRef> list = new ArrayList<>(all);
-        List<CompletableFuture<Map<BlockRef, RemoteBlock>>> parts = new ArrayList<>();
+        List<CompletableFuture<Map<BlockRef, RemoteBlock[]>>> parts = new ArrayList<>();
         for (int from = 0; from < list.size(); from += LocateProtocol.MAX_BLOCKS) {
             List<BlockRef> part = list.subList(from, Math.min(list.size(), from + LocateProtocol.MAX_BLOCKS));
             ByteBuffer request = LocateProtocol.encodeRequest(new LocateProtocol.Request(shuffleId, part));
@@ -188,8 +188,8 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
                 answer = CompletableFuture.failedFuture(e);
             }
             parts.add(answer.thenApply(response -> {
-                RemoteBlock[] located = LocateProtocol.decodeResponse(response, part.size());
-                Map<BlockRef, RemoteBlock> map = new HashMap<>();
+                RemoteBlock[][] located = LocateProtocol.decodeResponse(response, part.size());
+                Map<BlockRef, RemoteBlock[]> map = new HashMap<>();
                 for (int i = 0; i < located.length; i++) {
                     map.put(part.get(i), located[i]);
                 }
@@ -197,7 +197,7 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
             }));
         }
         return CompletableFuture.allOf(parts.toArray(CompletableFuture[]::new)).thenApply(v -> {
-            Map<BlockRef, RemoteBlock> blocks = new HashMap<>();
+            Map<BlockRef, RemoteBlock[]> blocks = new HashMap<>();
             parts.forEach(p -> blocks.putAll(p.join()));
             return new Located(peer, blocks);
         });
@@ -228,43 +228,66 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
         }
     }
 
-    private void read(Call call, int index, BlockRef ref, RemoteBlock block, PeerConnection peer) {
+    /** READs a block's pieces, in order, into one landing buffer; together they are the Arrow block. */
+    private void read(Call call, int index, BlockRef ref, RemoteBlock[] pieces, PeerConnection peer) {
         if (closed) {
             call.fail(index, "the task's RDMA client is closed", false);
             return;
         }
+        int length = 0;
+        for (RemoteBlock piece : pieces) {
+            length += piece.length(); // the decoder bounds the sum well below 2 GiB
+        }
         Landing landing;
         try {
-            landing = block.length() <= RegisteredMemoryPool.MAX_SLICE_BYTES
-                    ? new PooledLanding(pool.acquire(block.length()))
-                    : new DedicatedLanding(node, block.length());
+            landing = length <= RegisteredMemoryPool.MAX_SLICE_BYTES
+                    ? new PooledLanding(pool.acquire(length))
+                    : new DedicatedLanding(node, length);
         } catch (Exception e) { // PoolExhaustedException, TransportException, a closed pool
-            call.fail(index, "no registered buffer for " + block.length() + " bytes: " + describe(e), true);
+            call.fail(index, "no registered buffer for " + length + " bytes: " + describe(e), true);
             return;
         }
-        CompletableFuture<Void> done;
+        CompletableFuture<?>[] reads = new CompletableFuture<?>[pieces.length];
         try {
-            done = peer.read(block, landing.region(), landing.offset());
+            int offset = landing.offset();
+            for (int p = 0; p < pieces.length; p++) {
+                reads[p] = peer.read(pieces[p], landing.region(), offset);
+                offset += pieces[p].length();
+            }
         } catch (RuntimeException e) {
-            landing.free();
-            call.fail(index, "READ of " + call.blockIds[index] + " could not start: " + describe(e), true);
+            // pieces already posted complete into the landing: free it only once they are done
+            int blockLength = length;
+            CompletableFuture.allOf(java.util.Arrays.stream(reads).filter(Objects::nonNull)
+                    .map(f -> f.exceptionally(x -> null)).toArray(CompletableFuture[]::new))
+                    .whenComplete((v, x) -> landing.free());
+            call.fail(index, "READ of " + call.blockIds[index] + " (" + blockLength + " bytes) could not start: "
+                    + describe(e), true);
             return;
         }
-        done.whenComplete((v, e) -> {
-            if (e != null) {
-                landing.free();
-                call.fail(index, "READ of " + call.blockIds[index] + " failed: " + describe(e), true);
-            } else {
-                deliver(call, index, ref, block, landing);
-            }
-        });
+        int blockLength = length;
+        CompletableFuture.allOf(java.util.Arrays.stream(reads).map(f -> f.exceptionally(x -> null))
+                .toArray(CompletableFuture[]::new)).whenComplete((v, ignored) -> {
+                    Throwable error = null;
+                    for (CompletableFuture<?> read : reads) {
+                        if (read.isCompletedExceptionally()) {
+                            error = read.handle((r, x) -> x).join();
+                            break;
+                        }
+                    }
+                    if (error != null) {
+                        landing.free();
+                        call.fail(index, "READ of " + call.blockIds[index] + " failed: " + describe(error), true);
+                    } else {
+                        deliver(call, index, ref, blockLength, landing);
+                    }
+                });
     }
 
     /** Decodes the landed segment in place, checks it is the block asked for, and hands it to the listener. */
-    private void deliver(Call call, int index, BlockRef ref, RemoteBlock block, Landing landing) {
+    private void deliver(Call call, int index, BlockRef ref, int length, Landing landing) {
         ArrowBlock.Block decoded;
         try {
-            decoded = ArrowBlock.read(landing.view(block.length()), false);
+            decoded = ArrowBlock.read(landing.view(length), false);
             String mismatch = identityMismatch(decoded.metadata(), ref);
             if (mismatch != null) {
                 throw new CorruptBlockException(mismatch);

@@ -10,9 +10,11 @@ import java.util.Objects;
  * The LOCATE control messages (big-endian; the policy layer CRC32C-checks every frame).
  * <ul>
  * <li>Request: {@code byte type (3), int shuffleId, int count, count × (long mapId, int reduceId)}.</li>
- * <li>Response: {@code int count} (equal to the request's), then per block {@code byte status}
- *     (0 = not served over RDMA, 1 = served) and, if served, {@code long address, int rkey,
- *     int length, int crc32c} (CRC32C of the whole framed segment).</li>
+ * <li>Response: {@code int count} (equal to the request's), then per block {@code byte pieces}
+ *     (0 = not served over RDMA, else 1..{@value #MAX_PIECES}) and that many {@code long address,
+ *     int rkey, int length, int crc32c}: the pieces a reader READs, in order, into one buffer,
+ *     which then holds the Arrow block (one piece for a copied segment; framing, payload and
+ *     framing for one served from the data file's mapping). Each CRC32C covers its piece.</li>
  * </ul>
  * Every decoder checks the type, every count and every length against the bytes present and
  * throws {@link IllegalArgumentException} naming the field on malformed input, never anything else.
@@ -20,14 +22,16 @@ import java.util.Objects;
 public final class LocateProtocol {
     public static final byte TYPE_LOCATE = 3;
     /**
-     * The most blocks one LOCATE carries: its response (4 + 21 bytes per block, about 21 KiB)
-     * then fits the default 64 KiB control message with room to spare. A reduce task with more
+     * The most blocks one LOCATE carries: its response (4 + 61 bytes per block at most, about
+     * 31 KiB) then fits the default 64 KiB control message with room to spare. A reduce task with more
      * blocks on one executor sends several LOCATEs at once.
      */
-    public static final int MAX_BLOCKS = 1024;
+    public static final int MAX_BLOCKS = 512;
+    /** The most pieces one block is gathered from. */
+    public static final int MAX_PIECES = 3;
     private static final int REQUEST_HEADER = 1 + 4 + 4;
     private static final int REQUEST_ENTRY = 8 + 4;
-    private static final int RESPONSE_ENTRY = 1 + 8 + 4 + 4 + 4;
+    private static final int PIECE = 8 + 4 + 4 + 4;
 
     /** One block of a shuffle: the map output and the reduce partition. */
     public record BlockRef(long mapId, int reduceId) {
@@ -62,7 +66,7 @@ public final class LocateProtocol {
 
     /** Bytes of the response for {@code count} blocks when all are served (the largest it can be). */
     public static int maxResponseBytes(int count) {
-        return 4 + count * RESPONSE_ENTRY;
+        return 4 + count * (1 + MAX_PIECES * PIECE);
     }
 
     public static ByteBuffer encodeRequest(Request request) {
@@ -113,19 +117,23 @@ public final class LocateProtocol {
         return new Request(shuffleId, blocks);
     }
 
-    /** Encodes a response; {@code located[i]} is null when block i is not served over RDMA. */
-    public static ByteBuffer encodeResponse(RemoteBlock[] located) {
+    /** Encodes a response; {@code located[i]} (block i's pieces) is null when block i is not served over RDMA. */
+    public static ByteBuffer encodeResponse(RemoteBlock[][] located) {
         checkCount("count", located.length);
         int size = 4;
-        for (RemoteBlock block : located) {
-            size += block == null ? 1 : RESPONSE_ENTRY;
+        for (RemoteBlock[] pieces : located) {
+            if (pieces != null && (pieces.length < 1 || pieces.length > MAX_PIECES)) {
+                throw new IllegalArgumentException("a block has 1.." + MAX_PIECES + " pieces, not " + pieces.length);
+            }
+            size += 1 + (pieces == null ? 0 : pieces.length * PIECE);
         }
         ByteBuffer out = ByteBuffer.allocate(size).putInt(located.length);
-        for (RemoteBlock block : located) {
-            if (block == null) {
-                out.put((byte) 0);
-            } else {
-                out.put((byte) 1).putLong(block.address()).putInt(block.rkey()).putInt(block.length()).putInt(block.crc32c());
+        for (RemoteBlock[] pieces : located) {
+            out.put((byte) (pieces == null ? 0 : pieces.length));
+            if (pieces != null) {
+                for (RemoteBlock piece : pieces) {
+                    out.putLong(piece.address()).putInt(piece.rkey()).putInt(piece.length()).putInt(piece.crc32c());
+                }
             }
         }
         return out.flip();
@@ -133,11 +141,11 @@ public final class LocateProtocol {
 
     /**
      * Decodes a response to a request of {@code expectedCount} blocks (its position is not
-     * moved). Element i is null when block i is not served over RDMA.
+     * moved). Element i is block i's pieces, or null when it is not served over RDMA.
      *
      * @throws IllegalArgumentException naming the field that is malformed
      */
-    public static RemoteBlock[] decodeResponse(ByteBuffer in, int expectedCount) {
+    public static RemoteBlock[][] decodeResponse(ByteBuffer in, int expectedCount) {
         Objects.requireNonNull(in, "in");
         ByteBuffer b = in.duplicate().order(java.nio.ByteOrder.BIG_ENDIAN);
         need(b, 4, "count");
@@ -150,25 +158,35 @@ public final class LocateProtocol {
             throw new IllegalArgumentException("count: " + count + " blocks need at least " + count + " bytes, "
                     + b.remaining() + " remain");
         }
-        RemoteBlock[] located = new RemoteBlock[count];
+        RemoteBlock[][] located = new RemoteBlock[count][];
         for (int i = 0; i < count; i++) {
-            need(b, 1, "status of block " + i);
-            byte status = b.get();
-            if (status == 0) {
+            need(b, 1, "pieces of block " + i);
+            byte pieces = b.get();
+            if (pieces == 0) {
                 continue;
             }
-            if (status != 1) {
-                throw new IllegalArgumentException("status of block " + i + ": expected 0 or 1, was " + status);
+            if (pieces < 0 || pieces > MAX_PIECES) {
+                throw new IllegalArgumentException("pieces of block " + i + ": expected 0.." + MAX_PIECES + ", was " + pieces);
             }
-            need(b, RESPONSE_ENTRY - 1, "location of block " + i);
-            long address = b.getLong();
-            int rkey = b.getInt();
-            int length = b.getInt();
-            int crc = b.getInt();
-            if (length < 1) {
-                throw new IllegalArgumentException("length of block " + i + ": must be at least 1, was " + length);
+            need(b, pieces * PIECE, "location of block " + i);
+            located[i] = new RemoteBlock[pieces];
+            long total = 0;
+            for (int p = 0; p < pieces; p++) {
+                long address = b.getLong();
+                int rkey = b.getInt();
+                int length = b.getInt();
+                int crc = b.getInt();
+                if (length < 1) {
+                    throw new IllegalArgumentException("length of piece " + p + " of block " + i + ": must be at least 1, was "
+                            + length);
+                }
+                total += length;
+                located[i][p] = new RemoteBlock(address, rkey, length, crc);
             }
-            located[i] = new RemoteBlock(address, rkey, length, crc);
+            if (total > Integer.MAX_VALUE - 4096) {
+                throw new IllegalArgumentException("length of block " + i + ": its pieces add up to " + total
+                        + " bytes, more than one buffer holds");
+            }
         }
         if (b.hasRemaining()) {
             throw new IllegalArgumentException("count: " + b.remaining() + " bytes follow the last of " + count + " blocks");

@@ -39,25 +39,29 @@ import org.slf4j.LoggerFactory;
  * already compressed/encrypted bytes as payload) in memory registered with REMOTE_READ only, so
  * reducers READ them one-sidedly. At most {@code capacityBytes} are registered at once.
  *
- * <p><b>Memory: one copy per map output, in regions of its own.</b> The bytes are copied from
- * the data file (the page cache, just written) into direct memory allocated for this map output
- * and registered as one region (several only above {@value #MAX_REGION_BYTES} bytes), with every
- * partition's segment packed back to back. Why not the alternatives:
- * <ul>
- * <li>Mapping the data file: the file holds raw partition bytes, not Arrow framing, so a mapping
- *     cannot be served as Arrow blocks; and kernel 6.1 cannot register read-only shared file
- *     mappings with verbs.</li>
- * <li>Packing segments into slices of a {@code RegisteredMemoryPool}: no registration per map
- *     output, but the pool's power-of-two size classes waste up to half of every slice against
- *     the cap, segments over 8 MiB need registrations of their own anyway, the pool registers
- *     LOCAL_WRITE as well, and above all a slice given back is reused under the same rkey: a READ
- *     after {@link #removeShuffle} would read another shuffle's bytes instead of failing.</li>
- * </ul>
- * A region per map output costs one registration per map task (not per IO), exposes exactly the
- * segments (REMOTE_READ only, nothing else in the region), and {@link #removeShuffle}
- * deregisters it: a later READ fails with REMOTE_ACCESS_ERROR.
+ * <p><b>Served where the bytes lie: the data file's mapping</b> (the default, where the provider
+ * can register file mappings: tcp; verbs on kernels from 6.2). The data file, just written and
+ * so in the page cache, is mapped read-only and registered as it is; each segment's Arrow framing
+ * (schema and batch header before the payload; padding and end-of-stream after it) goes into one
+ * small registered buffer per map output. A segment is then three pieces a reader READs, in
+ * order, into one buffer, which holds exactly the Arrow block {@link ArrowBlock#write} would have
+ * made ({@link ArrowBlock#frame}). The payload is neither copied nor put into fresh memory, which
+ * on this project's 2-core VM costs about 270 MiB/s of page faults against about 1.5 GiB/s to map
+ * page-cache pages (measured with a 64 MiB file; see the issue note).
  *
- * <p><b>Memory is recycled.</b> Touching fresh memory is what a publish costs most (page faults:
+ * <p><b>Else one copy per map output, in regions of its own</b> (verbs on kernels before 6.2
+ * cannot pin a read-only shared file mapping; the first refusal switches this store to copies).
+ * The bytes are copied from the data file into direct memory allocated for this map output and
+ * registered as one region (several only above {@value #MAX_REGION_BYTES} bytes), with every
+ * partition's segment packed back to back. Not slices of a {@code RegisteredMemoryPool}: its
+ * power-of-two size classes waste up to half of every slice against the cap, segments over 8 MiB
+ * need registrations of their own anyway, the pool registers LOCAL_WRITE as well, and above all a
+ * slice given back is reused under the same rkey: a READ after {@link #removeShuffle} would read
+ * another shuffle's bytes instead of failing. Either way a map output costs its registrations
+ * once per map task (not per IO), exposes exactly its segments (REMOTE_READ only), and
+ * {@link #removeShuffle} deregisters it: a later READ fails with REMOTE_ACCESS_ERROR.
+ *
+ * <p><b>Copies' memory is recycled.</b> Touching fresh memory is what a publish costs most (page faults:
  * about 230 MiB/s on the 2-core VM this was measured on, against GiB/s for the copy itself), so
  * the memory of removed map outputs is kept, unregistered, and reused by later publishes of a
  * similar size (within 1/16), after a quarantine ({@link #setRecycleQuarantine}, default
@@ -103,13 +107,29 @@ public final class MapOutputStore implements AutoCloseable {
     private final Recycler recycler = new Recycler();
     private volatile long quarantineNanos = TimeUnit.SECONDS.toNanos(DEFAULT_QUARANTINE_SECONDS);
     private volatile boolean closed;
+    /** Whether payloads are served from mappings of the data files; turned off for good when the provider refuses one. */
+    private volatile boolean mapFiles;
 
-    /** One registered region of a map output and the memory under it. */
-    private record Held(MemoryRegion region, ByteBuffer memory) {
+    /** One registered region of a map output and the memory under it (a file mapping is never recycled). */
+    private record Held(MemoryRegion region, ByteBuffer memory, boolean recyclable) {
     }
 
-    /** One map output: its regions and each reduce partition's segment (null for an empty one). */
-    private record MapOutput(List<Held> regions, RemoteBlock[] segments, long bytes) {
+    /**
+     * One map output: its regions and each reduce partition's segment as the pieces a reader
+     * gathers in order (one piece when copied; framing, payload, framing when mapped), null for an
+     * empty partition.
+     */
+    private record MapOutput(List<Held> regions, RemoteBlock[][] segments, long bytes) {
+    }
+
+    /** Thrown inside a publish when the output does not fit the cap. */
+    private static final class OverCapException extends Exception {
+        final long bytes;
+
+        OverCapException(long bytes) {
+            super(null, null, false, false);
+            this.bytes = bytes;
+        }
     }
 
     /** The map outputs of one shuffle; once closed (removed), nothing is added. */
@@ -119,12 +139,21 @@ public final class MapOutputStore implements AutoCloseable {
     }
 
     public MapOutputStore(Node node, long capacityBytes, ShuffleMetrics metrics) {
+        this(node, capacityBytes, metrics, true);
+    }
+
+    /**
+     * @param mapFiles serve payloads from read-only mappings of the data files (no copy) where the
+     *                 provider can register them; false copies every map output
+     */
+    public MapOutputStore(Node node, long capacityBytes, ShuffleMetrics metrics, boolean mapFiles) {
         if (capacityBytes < 0) {
             throw new IllegalArgumentException("capacityBytes must not be negative, was " + capacityBytes);
         }
         this.node = node;
         this.capacityBytes = capacityBytes;
         this.metrics = metrics;
+        this.mapFiles = mapFiles;
     }
 
     /** Frames and registers every non-empty partition of a committed map output; false if over cap/failed (logged, counted). */
@@ -146,46 +175,145 @@ public final class MapOutputStore implements AutoCloseable {
         if (used.get() + payload > capacityBytes) {
             return overCap(shuffleId, mapId, payload);
         }
-        List<Built> built;
+        MapOutput output;
         try {
-            built = build(shuffleId, mapId, dataFile, partitionLengths);
+            output = mapFiles && payload > 0 && payload <= Integer.MAX_VALUE
+                    ? mapped(shuffleId, mapId, dataFile, partitionLengths, payload) : null;
+            if (output == null) {
+                output = copied(shuffleId, mapId, dataFile, partitionLengths);
+            }
+        } catch (OverCapException e) {
+            return overCap(shuffleId, mapId, e.bytes);
         } catch (IOException | RuntimeException e) {
             return failed(shuffleId, mapId, dataFile, e.toString());
         }
+        if (!keep(shuffleId, mapId, output)) {
+            return false;
+        }
+        metrics.publishedMaps().inc();
+        metrics.publishedBytes().inc(output.bytes);
+        LOG.debug("published shuffle {} map {}: {} payload bytes as {} registered bytes in {} region(s)", shuffleId, mapId,
+                payload, output.bytes, output.regions.size());
+        return true;
+    }
+
+    /**
+     * The map output served where it lies: the data file (just written, so in the page cache) is
+     * mapped read-only and registered REMOTE_READ as it is, and each segment's Arrow framing
+     * (header, then padding and end-of-stream) goes into one small registered buffer; a reader
+     * READs header, payload and trailer into one buffer, which is then exactly the Arrow block.
+     * No copy and no fresh memory for the payload. Null when the provider cannot register a file
+     * mapping (verbs on kernels before 6.2): then, and from then on, outputs are copied.
+     */
+    private MapOutput mapped(int shuffleId, long mapId, File dataFile, long[] lengths, long payload)
+            throws IOException, OverCapException {
+        ByteBuffer mapping;
+        try (FileChannel file = FileChannel.open(dataFile.toPath(), StandardOpenOption.READ)) {
+            mapping = file.map(FileChannel.MapMode.READ_ONLY, 0, payload);
+        }
+        ArrowBlock.Framing[] framings = new ArrowBlock.Framing[lengths.length];
+        int[] fileOffsets = new int[lengths.length];
+        long framingBytes = 0;
+        int at = 0;
+        for (int r = 0; r < lengths.length; r++) {
+            fileOffsets[r] = at;
+            if (lengths[r] > 0) {
+                framings[r] = ArrowBlock.frame(metadata(shuffleId, mapId, r), mapping.slice(at, (int) lengths[r]), allocator);
+                framingBytes += framings[r].header().remaining() + framings[r].trailer().remaining();
+            }
+            at += (int) lengths[r];
+        }
+        long bytes = payload + framingBytes;
+        if (!reserve(bytes)) {
+            throw new OverCapException(bytes);
+        }
+        ByteBuffer framing = DirectMemory.pageAligned(Math.toIntExact(framingBytes));
+        int[] headerAt = new int[lengths.length];
+        int[] trailerAt = new int[lengths.length];
+        for (int r = 0; r < lengths.length; r++) {
+            if (framings[r] != null) {
+                headerAt[r] = framing.position();
+                framing.put(framings[r].header().duplicate());
+                trailerAt[r] = framing.position();
+                framing.put(framings[r].trailer().duplicate());
+            }
+        }
+        framing.clear();
+        MemoryRegion payloadRegion;
+        try {
+            payloadRegion = node.register(mapping, Set.of(Access.REMOTE_READ));
+        } catch (TransportException | RuntimeException e) {
+            used.addAndGet(-bytes);
+            mapFiles = false;
+            LOG.info("RDMA shuffle: the {} provider cannot register a mapping of a shuffle data file here ({}); map outputs"
+                    + " are copied into registered memory from now on", node.providerName(), e.getMessage());
+            return null;
+        }
+        MemoryRegion framingRegion;
+        try {
+            framingRegion = node.register(framing, Set.of(Access.REMOTE_READ));
+        } catch (TransportException | RuntimeException e) {
+            payloadRegion.deregister();
+            used.addAndGet(-bytes);
+            throw new IOException("registering the framing failed: " + e, e);
+        }
+        RemoteBlock[][] segments = new RemoteBlock[lengths.length][];
+        for (int r = 0; r < lengths.length; r++) {
+            if (framings[r] != null) {
+                ByteBuffer header = framings[r].header();
+                ByteBuffer trailer = framings[r].trailer();
+                segments[r] = new RemoteBlock[] {
+                    new RemoteBlock(framingRegion.address() + headerAt[r], framingRegion.rkey(), header.remaining(), crc(header)),
+                    new RemoteBlock(payloadRegion.address() + fileOffsets[r], payloadRegion.rkey(), (int) lengths[r],
+                            framings[r].payloadCrc32c()),
+                    new RemoteBlock(framingRegion.address() + trailerAt[r], framingRegion.rkey(), trailer.remaining(),
+                            crc(trailer))};
+            }
+        }
+        return new MapOutput(List.of(new Held(payloadRegion, mapping, false), new Held(framingRegion, framing, false)),
+                segments, bytes);
+    }
+
+    private static int crc(ByteBuffer bytes) {
+        CRC32C crc = new CRC32C();
+        crc.update(bytes.duplicate());
+        return (int) crc.getValue();
+    }
+
+    /** The map output copied into registered memory, each segment framed in place. */
+    private MapOutput copied(int shuffleId, long mapId, File dataFile, long[] partitionLengths)
+            throws IOException, OverCapException {
+        List<Built> built = build(shuffleId, mapId, dataFile, partitionLengths);
         long bytes = built.stream().mapToLong(b -> b.used).sum();
         if (!reserve(bytes)) {
             built.forEach(b -> recycler.give(b.memory, 0));
-            return overCap(shuffleId, mapId, bytes);
+            throw new OverCapException(bytes);
         }
         List<Held> regions = new ArrayList<>(built.size());
-        RemoteBlock[] segments = new RemoteBlock[partitionLengths.length];
+        RemoteBlock[][] segments = new RemoteBlock[partitionLengths.length][];
         try {
             for (Built b : built) {
                 MemoryRegion region = node.register(b.memory.duplicate().limit(b.used).position(0), Set.of(Access.REMOTE_READ));
-                regions.add(new Held(region, b.memory));
-                for (Segment s : b.segments) {
-                    segments[s.reduceId] = new RemoteBlock(region.address() + s.offset, region.rkey(), s.length, s.crc32c);
+                regions.add(new Held(region, b.memory, true));
+                for (Segment seg : b.segments) {
+                    segments[seg.reduceId] = new RemoteBlock[] {
+                        new RemoteBlock(region.address() + seg.offset, region.rkey(), seg.length, seg.crc32c)};
                 }
             }
         } catch (TransportException | RuntimeException e) {
             used.addAndGet(-bytes);
             release(regions);
             built.subList(regions.size(), built.size()).forEach(b -> recycler.give(b.memory, 0));
-            return failed(shuffleId, mapId, dataFile, "registration failed: " + e);
+            throw new IOException("registration failed: " + e, e);
         }
-        MapOutput output = new MapOutput(List.copyOf(regions), segments, bytes);
-        if (!keep(shuffleId, mapId, output)) {
-            return false;
-        }
-        metrics.publishedMaps().inc();
-        metrics.publishedBytes().inc(bytes);
-        LOG.debug("published shuffle {} map {}: {} payload bytes as {} registered bytes in {} region(s)", shuffleId, mapId,
-                payload, bytes, regions.size());
-        return true;
+        return new MapOutput(List.copyOf(regions), segments, bytes);
     }
 
-    /** The registered segment of one block, or null if not held. */
-    public RemoteBlock locate(int shuffleId, long mapId, int reduceId) {
+    /**
+     * Where one block is: the pieces a reader READs, in order, into one buffer (together the
+     * Arrow block), or null if not held.
+     */
+    public RemoteBlock[] locate(int shuffleId, long mapId, int reduceId) {
         ShuffleOutputs outputs = shuffles.get(shuffleId);
         MapOutput output = outputs == null ? null : outputs.maps.get(mapId);
         if (output == null || reduceId < 0 || reduceId >= output.segments.length) {
@@ -527,12 +655,14 @@ public final class MapOutputStore implements AutoCloseable {
         release(output.regions);
     }
 
-    /** Deregisters (rkeys revoked first), then keeps the memory for reuse after the quarantine. */
+    /** Deregisters (rkeys revoked first), then keeps copied outputs' memory for reuse after the quarantine. */
     private void release(List<Held> regions) {
         long quarantine = quarantineNanos;
         for (Held held : regions) {
             held.region.deregister();
-            recycler.give(held.memory, quarantine);
+            if (held.recyclable) {
+                recycler.give(held.memory, quarantine);
+            }
         }
     }
 

@@ -58,7 +58,7 @@ public final class ShuffleBlockServer implements AutoCloseable {
     private ByteBuffer locate(ByteBuffer request) {
         LocateProtocol.Request decoded = LocateProtocol.decodeRequest(request); // IllegalArgumentException → ERROR answer
         List<LocateProtocol.BlockRef> blocks = decoded.blocks();
-        RemoteBlock[] located = new RemoteBlock[blocks.size()];
+        RemoteBlock[][] located = new RemoteBlock[blocks.size()][];
         for (int i = 0; i < located.length; i++) {
             LocateProtocol.BlockRef block = blocks.get(i);
             located[i] = store.locate(decoded.shuffleId(), block.mapId(), block.reduceId());

@@ -29,11 +29,14 @@ class LocateProtocolTest {
 
     @Test
     void testResponseRoundTripWithBlocksNotServed() {
-        RemoteBlock[] located = {new RemoteBlock(0x1000_0000_0000L, -5, 1, 0), null,
-                new RemoteBlock(-1L, 17, Integer.MAX_VALUE, -123456), null};
+        RemoteBlock[][] located = {{new RemoteBlock(0x1000_0000_0000L, -5, 1, 0)}, null,
+                {new RemoteBlock(-1L, 17, 300, -123456), new RemoteBlock(7, 8, 1 << 30, 9), new RemoteBlock(1, 2, 16, 3)}, null};
         ByteBuffer encoded = LocateProtocol.encodeResponse(located);
-        assertEquals(4 + 2 * 21 + 2, encoded.remaining());
-        assertArrayEquals(located, LocateProtocol.decodeResponse(encoded, 4));
+        assertEquals(4 + (1 + 20) + 1 + (1 + 3 * 20) + 1, encoded.remaining());
+        RemoteBlock[][] decoded = LocateProtocol.decodeResponse(encoded, 4);
+        for (int i = 0; i < located.length; i++) {
+            assertArrayEquals(located[i], decoded[i], "block " + i);
+        }
     }
 
     @Test
@@ -49,10 +52,12 @@ class LocateProtocolTest {
         assertField("reduceId", () -> LocateProtocol.decodeRequest(copyWith(good, 17, (byte) 0x80)));
         assertField("count", () -> LocateProtocol.decodeRequest(concat(good, new byte[1])));
 
-        ByteBuffer answer = LocateProtocol.encodeResponse(new RemoteBlock[] {new RemoteBlock(1, 2, 3, 4)});
+        ByteBuffer answer = LocateProtocol.encodeResponse(new RemoteBlock[][] {{new RemoteBlock(1, 2, 3, 4)}});
         assertField("count", () -> LocateProtocol.decodeResponse(answer, 2));
-        assertField("status of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, 4, (byte) 2), 1));
-        assertField("length of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, 4 + 1 + 8 + 4, 0), 1));
+        assertField("pieces of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, 4, (byte) 4), 1));
+        assertField("pieces of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, 4, (byte) -1), 1));
+        assertField("location of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, 4, (byte) 2), 1));
+        assertField("length of piece 0 of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, 4 + 1 + 8 + 4, 0), 1));
         assertField("location of block 0", () -> LocateProtocol.decodeResponse(answer.duplicate().limit(10), 1));
         assertField("count", () -> LocateProtocol.decodeResponse(concat(answer, new byte[] {0}), 1));
     }
@@ -63,11 +68,16 @@ class LocateProtocolTest {
         List<ByteBuffer> seeds = new ArrayList<>();
         for (int n : new int[] {1, 2, 17, LocateProtocol.MAX_BLOCKS}) {
             List<BlockRef> blocks = new ArrayList<>();
-            RemoteBlock[] located = new RemoteBlock[n];
+            RemoteBlock[][] located = new RemoteBlock[n][];
             for (int i = 0; i < n; i++) {
                 blocks.add(new BlockRef(random.nextLong() & Long.MAX_VALUE, random.nextInt(Integer.MAX_VALUE)));
-                located[i] = random.nextBoolean() ? null
-                        : new RemoteBlock(random.nextLong(), random.nextInt(), 1 + random.nextInt(Integer.MAX_VALUE - 1), random.nextInt());
+                if (random.nextBoolean()) {
+                    located[i] = new RemoteBlock[1 + random.nextInt(LocateProtocol.MAX_PIECES)];
+                    for (int p = 0; p < located[i].length; p++) {
+                        located[i][p] = new RemoteBlock(random.nextLong(), random.nextInt(), 1 + random.nextInt(1 << 29),
+                                random.nextInt());
+                    }
+                }
             }
             seeds.add(LocateProtocol.encodeRequest(new Request(random.nextInt(1000), blocks)));
             seeds.add(LocateProtocol.encodeResponse(located));

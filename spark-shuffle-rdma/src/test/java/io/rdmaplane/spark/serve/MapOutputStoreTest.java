@@ -56,7 +56,7 @@ class MapOutputStoreTest {
 
     @BeforeEach
     void setUp() throws Exception {
-        executor = new Executor("exec-1", 256L << 20);
+        executor = new Executor("exec-1", 256L << 20, false);
         readerNode = ShuffleFixture.node();
         reader = new PolicyClient(readerNode, ShuffleFixture.fastOptions(), new PolicyMetrics());
     }
@@ -75,7 +75,7 @@ class MapOutputStoreTest {
         long framed = 0;
         try (BufferAllocator allocator = new RootAllocator()) {
             for (int r = 0; r < LENGTHS.length; r++) {
-                RemoteBlock block = executor.store.locate(3, 11, r);
+                RemoteBlock block = single(executor.store.locate(3, 11, r));
                 if (LENGTHS[r] == 0) {
                     assertNull(block, "an empty partition has no segment");
                     continue;
@@ -102,8 +102,8 @@ class MapOutputStoreTest {
                 }
             }
         }
-        assertNull(executor.store.locate(3, 11, LENGTHS.length), "no partition beyond the map output's");
-        assertNull(executor.store.locate(3, 12, 0), "no such map output");
+        assertNull(single(executor.store.locate(3, 11, LENGTHS.length)), "no partition beyond the map output's");
+        assertNull(single(executor.store.locate(3, 12, 0)), "no such map output");
         assertEquals(framed, executor.store.usedBytes(), "usedBytes is exactly the registered segments");
         assertEquals(1, executor.metrics.publishedMaps().getCount());
         assertEquals(framed, executor.metrics.publishedBytes().getCount());
@@ -121,7 +121,7 @@ class MapOutputStoreTest {
         assertEquals(Set.of(Access.REMOTE_READ), regions.get(0).access(), "exposed memory is REMOTE_READ only");
         assertEquals(executor.store.usedBytes(), regions.get(0).length(), "the region holds exactly the segments");
         for (int r = 0; r < LENGTHS.length; r++) {
-            RemoteBlock block = executor.store.locate(1, 1, r);
+            RemoteBlock block = single(executor.store.locate(1, 1, r));
             if (block != null) {
                 assertEquals(regions.get(0).rkey(), block.rkey());
                 assertTrue(block.address() >= regions.get(0).address()
@@ -136,19 +136,19 @@ class MapOutputStoreTest {
         assertTrue(executor.store.publish(5, 1, file, LENGTHS));
         long exact = executor.store.usedBytes();
 
-        try (Executor atCap = new Executor("at-cap", exact); Executor belowCap = new Executor("below-cap", exact - 1)) {
+        try (Executor atCap = new Executor("at-cap", exact, false); Executor belowCap = new Executor("below-cap", exact - 1, false)) {
             assertTrue(atCap.store.publish(5, 1, file, LENGTHS), "exactly the cap fits");
             assertEquals(exact, atCap.store.usedBytes());
             assertFalse(atCap.store.publish(5, 2, file, LENGTHS), "nothing more fits");
             assertEquals(exact, atCap.store.usedBytes(), "a refused map output keeps nothing");
-            assertNull(atCap.store.locate(5, 2, 0));
+            assertNull(single(atCap.store.locate(5, 2, 0)));
             assertEquals(1, atCap.metrics.notPublishedOverCap().getCount());
 
             long registrations = belowCap.node.registrationCount();
             assertFalse(belowCap.store.publish(5, 1, file, LENGTHS), "one byte short of the cap");
             assertEquals(0, belowCap.store.usedBytes());
             assertEquals(registrations, belowCap.node.registrationCount(), "nothing half-registered");
-            assertNull(belowCap.store.locate(5, 1, 0));
+            assertNull(single(belowCap.store.locate(5, 1, 0)));
             assertEquals(1, belowCap.metrics.notPublishedOverCap().getCount());
             assertEquals(0, belowCap.metrics.publishedMaps().getCount());
 
@@ -172,14 +172,14 @@ class MapOutputStoreTest {
         assertEquals(0, executor.store.usedBytes());
         assertEquals(2, executor.metrics.notPublishedFailed().getCount());
         assertEquals(0, executor.metrics.publishedMaps().getCount());
-        assertNull(executor.store.locate(1, 2, 0));
+        assertNull(single(executor.store.locate(1, 2, 0)));
     }
 
     @Test
     void testAllEmptyMapOutputIsPublishedWithNothingToLocate() throws Exception {
         long[] empty = {0, 0, 0};
         assertTrue(executor.store.publish(2, 9, ShuffleFixture.dataFile(dir, 2, 9, empty), empty));
-        assertNull(executor.store.locate(2, 9, 1));
+        assertNull(single(executor.store.locate(2, 9, 1)));
         assertEquals(0, executor.store.usedBytes());
     }
 
@@ -188,17 +188,17 @@ class MapOutputStoreTest {
         long[] lengths = {5000, 6000};
         assertTrue(executor.store.publish(4, 1, ShuffleFixture.dataFile(dir, 4, 1, lengths), lengths));
         assertTrue(executor.store.publish(8, 1, ShuffleFixture.dataFile(dir, 8, 1, lengths), lengths));
-        RemoteBlock old = executor.store.locate(4, 1, 1);
+        RemoteBlock old = single(executor.store.locate(4, 1, 1));
         readRemote(old); // READable while published
         executor.store.removeShuffle(4);
-        assertNull(executor.store.locate(4, 1, 1));
+        assertNull(single(executor.store.locate(4, 1, 1)));
         ExecutionException e = assertThrows(ExecutionException.class, () -> readRemote(old));
         assertEquals(Status.REMOTE_ACCESS_ERROR, statusOf(e), "the old rkey is revoked: " + e);
         assertFalse(executor.store.publish(4, 2, ShuffleFixture.dataFile(dir, 4, 2, lengths), lengths),
                 "a late map output of a removed shuffle is not kept");
-        assertNull(executor.store.locate(4, 2, 0));
-        assertNotNull(executor.store.locate(8, 1, 1), "other shuffles stay");
-        readRemote(executor.store.locate(8, 1, 1));
+        assertNull(single(executor.store.locate(4, 2, 0)));
+        assertNotNull(single(executor.store.locate(8, 1, 1)), "other shuffles stay");
+        readRemote(single(executor.store.locate(8, 1, 1)));
     }
 
     @Test
@@ -206,7 +206,7 @@ class MapOutputStoreTest {
         long[] lengths = {200_000, 0, 300_000};
         File file = ShuffleFixture.dataFile(dir, 1, 1, lengths);
         assertTrue(executor.store.publish(1, 1, file, lengths));
-        RemoteBlock old = executor.store.locate(1, 1, 2);
+        RemoteBlock old = single(executor.store.locate(1, 1, 2));
         executor.store.removeShuffle(1);
         long idle = executor.store.idleBytes();
         assertTrue(idle >= executor.store.usedBytes() && idle > 0, "the deregistered memory is kept for reuse");
@@ -223,7 +223,7 @@ class MapOutputStoreTest {
         assertEquals(idle, executor.store.idleBytes(), "one idle buffer was reused");
         // Reused memory: the new segments are intact, and the old rkey still fails.
         for (int r : new int[] {0, 2}) {
-            assertArrayEquals(ShuffleFixture.blockBytes(3, 1, r, lengths[r]), payloadOf(readRemote(executor.store.locate(3, 1, r))));
+            assertArrayEquals(ShuffleFixture.blockBytes(3, 1, r, lengths[r]), payloadOf(readRemote(single(executor.store.locate(3, 1, r)))));
         }
         ExecutionException e = assertThrows(ExecutionException.class, () -> readRemote(old));
         assertEquals(Status.REMOTE_ACCESS_ERROR, statusOf(e));
@@ -233,7 +233,7 @@ class MapOutputStoreTest {
     void testIdleMemoryStaysWithinWhatTheCapLeaves() throws Exception {
         long[] lengths = {1 << 20, 1 << 20};
         File file = ShuffleFixture.dataFile(dir, 1, 1, lengths);
-        try (Executor small = new Executor("small", 5L << 20)) {
+        try (Executor small = new Executor("small", 5L << 20, false)) {
             small.store.setRecycleQuarantine(java.time.Duration.ZERO);
             assertTrue(small.store.publish(1, 1, file, lengths));
             assertTrue(small.store.publish(1, 2, file, lengths));
@@ -260,7 +260,7 @@ class MapOutputStoreTest {
             for (int m = 0; m < maps; m++) {
                 int map = m;
                 work.add(threads.submit(() -> executor.store.publish(map % 3, map, files.get(map), lengths)));
-                work.add(threads.submit(() -> executor.store.locate(map % 3, map, 2)));
+                work.add(threads.submit(() -> single(executor.store.locate(map % 3, map, 2))));
                 if (m == maps / 2) {
                     work.add(threads.submit(() -> executor.store.removeShuffle(0)));
                 }
@@ -273,10 +273,10 @@ class MapOutputStoreTest {
         }
         for (int m = 0; m < maps; m++) {
             if (m % 3 == 0) {
-                assertNull(executor.store.locate(0, m, 0), "removed shuffle 0 keeps nothing, even map outputs published late");
+                assertNull(single(executor.store.locate(0, m, 0)), "removed shuffle 0 keeps nothing, even map outputs published late");
             } else {
                 assertArrayEquals(ShuffleFixture.blockBytes(m % 3, m, 2, lengths[2]), payloadOf(readRemote(
-                        executor.store.locate(m % 3, m, 2))));
+                        single(executor.store.locate(m % 3, m, 2)))));
             }
         }
         executor.store.removeShuffle(1);
@@ -286,6 +286,138 @@ class MapOutputStoreTest {
 
     private byte[] payloadOf(byte[] segment) throws Exception {
         return ShuffleFixture.bytes(io.rdmaplane.rdma.format.ArrowBlock.read(ByteBuffer.wrap(segment), true).payload());
+    }
+
+    @Test
+    void testMappedOutputServesThePayloadFromTheDataFileWithoutACopy() throws Exception {
+        try (Executor mapped = new Executor("mapped", 256L << 20, true)) {
+            File file = ShuffleFixture.dataFile(dir, 3, 11, LENGTHS);
+            long before = mapped.node.registrationCount();
+            assertTrue(mapped.store.publish(3, 11, file, LENGTHS));
+            assertEquals(before + 2, mapped.node.registrationCount(), "the file mapping and one framing buffer");
+            List<MemoryRegion> regions = mapped.store.regions(3, 11);
+            long payload = java.util.Arrays.stream(LENGTHS).sum();
+            assertEquals(payload, regions.get(0).length(), "the whole data file is registered as it is");
+            assertTrue(regions.get(0).buffer().isReadOnly(), "a read-only mapping, not a copy");
+            regions.forEach(r -> assertEquals(Set.of(Access.REMOTE_READ), r.access()));
+            assertEquals(payload + regions.get(1).length(), mapped.store.usedBytes(), "the cap counts payload and framing");
+            assertTrue(regions.get(1).length() < 4096 * 5, "framing is a few hundred bytes per segment");
+            try (BufferAllocator allocator = new RootAllocator()) {
+                for (int r = 0; r < LENGTHS.length; r++) {
+                    RemoteBlock[] pieces = mapped.store.locate(3, 11, r);
+                    if (LENGTHS[r] == 0) {
+                        assertNull(pieces, "an empty partition has no segment");
+                        continue;
+                    }
+                    assertEquals(3, pieces.length, "framing, payload, framing");
+                    assertEquals(regions.get(0).rkey(), pieces[1].rkey(), "the payload is READ from the file mapping");
+                    assertEquals(LENGTHS[r], pieces[1].length());
+                    ByteArrayOutputStream gathered = new ByteArrayOutputStream();
+                    for (RemoteBlock piece : pieces) {
+                        byte[] bytes = readRemote(mapped, piece);
+                        assertEquals(piece.crc32c(), crc(bytes), "each piece's checksum covers it");
+                        gathered.write(bytes);
+                    }
+                    try (ArrowStreamReader arrow = new ArrowStreamReader(new ByteArrayInputStream(gathered.toByteArray()),
+                            allocator)) {
+                        VectorSchemaRoot root = arrow.getVectorSchemaRoot();
+                        assertEquals(Integer.toString(r), root.getSchema().getCustomMetadata().get(MapOutputStore.PARTITION_ID_KEY));
+                        ByteArrayOutputStream rows = new ByteArrayOutputStream();
+                        while (arrow.loadNextBatch()) {
+                            VarBinaryVector column = (VarBinaryVector) root.getVector(0);
+                            for (int i = 0; i < column.getValueCount(); i++) {
+                                rows.write(column.get(i));
+                            }
+                        }
+                        assertArrayEquals(ShuffleFixture.blockBytes(3, 11, r, LENGTHS[r]), rows.toByteArray(),
+                                "the gathered pieces are an Arrow stream of the partition's file range");
+                    }
+                }
+            }
+            RemoteBlock payloadPiece = mapped.store.locate(3, 11, 2)[1];
+            mapped.store.removeShuffle(3);
+            assertEquals(0, mapped.store.usedBytes());
+            ExecutionException e = assertThrows(ExecutionException.class, () -> readRemote(mapped, payloadPiece));
+            assertEquals(Status.REMOTE_ACCESS_ERROR, statusOf(e), "the mapping's rkey is revoked: " + e);
+        }
+    }
+
+    @Test
+    void testAProviderThatCannotRegisterFileMappingsGetsCopies() throws Exception {
+        try (TcpNode tcp = ShuffleFixture.node(); MapOutputStore store = new MapOutputStore(new NoReadOnlyMappings(tcp),
+                256L << 20, new ShuffleMetrics(), true)) {
+            long[] lengths = {3000, 0, 5000};
+            assertTrue(store.publish(1, 1, ShuffleFixture.dataFile(dir, 1, 1, lengths), lengths));
+            assertEquals(1, store.locate(1, 1, 2).length, "copied: one piece");
+            assertTrue(store.publish(1, 2, ShuffleFixture.dataFile(dir, 1, 2, lengths), lengths));
+            assertEquals(1, store.locate(1, 2, 0).length, "and from then on");
+        }
+    }
+
+    /** A node like verbs on kernels before 6.2: read-only (file) mappings cannot be registered. */
+    private static final class NoReadOnlyMappings implements io.rdmaplane.rdma.provider.Node {
+        private final TcpNode delegate;
+
+        NoReadOnlyMappings(TcpNode delegate) {
+            this.delegate = delegate;
+        }
+
+        @Override
+        public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
+            if (buffer.isReadOnly()) {
+                throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "cannot pin a read-only shared file mapping");
+            }
+            return delegate.register(buffer, access);
+        }
+
+        @Override
+        public void listen(io.rdmaplane.rdma.provider.ChannelAcceptor acceptor) throws TransportException {
+            delegate.listen(acceptor);
+        }
+
+        @Override
+        public java.net.InetSocketAddress localAddress() {
+            return delegate.localAddress();
+        }
+
+        @Override
+        public java.util.concurrent.CompletableFuture<io.rdmaplane.rdma.provider.Channel> connect(
+                java.net.InetSocketAddress peer, int queueDepth, io.rdmaplane.rdma.provider.ChannelHandler handler) {
+            return delegate.connect(peer, queueDepth, handler);
+        }
+
+        @Override
+        public long registrationCount() {
+            return delegate.registrationCount();
+        }
+
+        @Override
+        public String providerName() {
+            return "no-file-mappings";
+        }
+
+        @Override
+        public void close() {
+            delegate.close();
+        }
+    }
+
+    private byte[] readRemote(Executor from, RemoteBlock block) throws Exception {
+        try (MemoryRegion landing = readerNode.register(ByteBuffer.allocateDirect(block.length()), Set.of(Access.LOCAL_WRITE))) {
+            reader.peer(from.server.address()).read(block, landing, 0).get(30, TimeUnit.SECONDS);
+            byte[] bytes = new byte[block.length()];
+            landing.buffer().get(bytes);
+            return bytes;
+        }
+    }
+
+    /** The one piece of a copied segment (null when not held). */
+    private static RemoteBlock single(RemoteBlock[] pieces) {
+        if (pieces == null) {
+            return null;
+        }
+        assertEquals(1, pieces.length, "a copied segment is one piece");
+        return pieces[0];
     }
 
     private byte[] readRemote(RemoteBlock block) throws Exception {

@@ -2,12 +2,17 @@
 # A small Spark shuffle over real verbs: RdmaShuffleManager with spark.shuffle.rdma.provider=verbs in
 # local-cluster mode (two executor JVMs) inside the QEMU VM of run.sh, on Soft-RoCE.
 #
-#   bash integration-tests/vm/spark-verbs.sh [--no-build] [--provider NAME] [run.sh options]
+#   bash integration-tests/vm/spark-verbs.sh [--no-build] [--no-cds] [--provider NAME] [run.sh options]
 #
 #   --no-build       reuse common-rdma/target and spark-shuffle-rdma/target as built (e.g. by `mvn verify`)
+#   --no-cds         no class-data sharing archives (by default a training run on the host records them)
 #   --provider NAME  spark.shuffle.rdma.provider for the run (default verbs; tcp checks the step itself)
 #   run.sh options (--timeout, --cpus, --mem, ...) are passed on.
 #   SPARK_VERBS_EXECUTOR_MEMORY (default 512m): heap of each executor; the driver has -Xmx512m.
+#   SPARK_VERBS_OPERATION_TIMEOUT (default 10s): spark.shuffle.rdma.operationTimeout. The default 2s is
+#     short for the emulated guest, 25-50x slower than the host: with it a first connection's handshake
+#     timed out and was retried while the executors were still loading classes (the verbs conformance
+#     suite uses 10 s there too).
 #
 # The test is io.rdmaplane.spark.VerbsLocalClusterTest (spark-shuffle-rdma's test sources; skipped
 # outside the VM). The host builds both modules and computes the test classpath; the guest runs the
@@ -43,6 +48,7 @@ if [ "${1:-}" = --in-vm ]; then
     "SPARK_LOCAL_IP=$RDMA_VM_ADDR_A; $(awk '/MemTotal|MemAvailable/ {printf "%s %d MiB ", $1, $2/1024}' /proc/meminfo)"
   tmp=$(mktemp -d /tmp/spark-verbs.XXXXXX) # the driver's java.io.tmpdir: worker dirs, spark.local.dir (tmpfs)
   logging="-Dlog4j2.configurationFile=$here/spark-verbs-log4j2.properties"
+  [[ "$SV_DRIVER_FLAGS" == *SharedArchiveFile* ]] && log "class-data sharing archives: $(ls -s "${SV_DRIVER_FLAGS##*=}" "${SV_EXECUTOR_FLAGS##*=}" | tr '\n' ' ')"
   t0=$(date +%s)
   rc=0
   # shellcheck disable=SC2086 # the flags are a list of words, as in surefire's argLine
@@ -51,6 +57,7 @@ if [ "${1:-}" = --in-vm ]; then
       "-Drdma.jvm.module.flags=$SV_MODULE_FLAGS" "-Drdma.spark.executor.jvm.flags=$SV_EXECUTOR_FLAGS $logging" \
       -Drdma.spark.provider="$SV_PROVIDER" -Drdma.spark.executor.memory="$SV_EXECUTOR_MEMORY" \
       -Drdma.spark.logs.dir="$out/executors" -Dspark.testing=1 -Dspark.test.home="$out/spark-home" \
+      -Dspark.shuffle.rdma.operationTimeout="$SV_OPERATION_TIMEOUT" \
       -cp "$SV_LAUNCHER:$SV_CLASSPATH" org.junit.platform.console.ConsoleLauncher execute \
       --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
       --select-class "$test_class" --reports-dir "$out/junit" > "$out/test.log" 2>&1 || rc=$?
@@ -78,11 +85,13 @@ fi
 
 # ---------------------------------------------------------------- on the host
 build=1
+cds=1
 provider=verbs
 run_opts=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0; shift ;;
+    --no-cds) cds=0; shift ;;
     --provider) provider=${2:?--provider needs a name}; shift 2 ;;
     *) run_opts+=("$1"); shift ;;
   esac
@@ -122,14 +131,72 @@ fi
 # modules come from this tree's target directories, not from ~/.m2.
 deps=$(tr ':' '\n' < "$work/deps.txt" | grep -v -e '/org/junit/' -e '/org/opentest4j/' -e '/org/apiguardian/' \
   -e '/io/rdmaplane/' | paste -sd: -)
+driver_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx512m"
+executor_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+executor_memory=${SPARK_VERBS_EXECUTOR_MEMORY:-512m}
+logging="-Dlog4j2.configurationFile=$here/spark-verbs-log4j2.properties"
 classpath="$root/spark-shuffle-rdma/target/test-classes:$root/spark-shuffle-rdma/target/classes"
 classpath+=":$root/common-rdma/target/classes:$deps"
+driver_cds="" executor_cds=""
+if [ "$cds" = 1 ]; then
+  # Class-data sharing: under TCG, a JVM takes minutes to load Spark's classes; archives of what a run
+  # loads cut that. They are recorded on the host by a training run (VerbsLocalClusterTest.main, one
+  # executor, tcp) with -XX:ArchiveClassesAtExit, and reused while the jars and flags are unchanged.
+  # CDS takes jars only (no non-empty directory on the class path): the three target directories
+  # are packed into jars, with fixed entry dates so that unchanged classes give an unchanged jar.
+  mkdir -p "$work/jars" "$work/cds"
+  jarred=()
+  for m in spark-shuffle-rdma/target/test-classes spark-shuffle-rdma/target/classes common-rdma/target/classes; do
+    name=${m%%/*}; [ "${m##*/}" = test-classes ] && name+=-tests
+    tmpjar=$(mktemp "$work/jars/.XXXXXX")
+    jar --create --date=1980-01-02T00:00:00Z --file "$tmpjar" -C "$root/$m" .
+    if cmp -s "$tmpjar" "$work/jars/$name.jar"; then rm -f "$tmpjar"; else mv -f "$tmpjar" "$work/jars/$name.jar"; fi
+    jarred+=("$work/jars/$name.jar")
+  done
+  classpath=$(IFS=:; echo "${jarred[*]}"):$deps
+  key=$(printf '%s\n' "$driver_flags" "$executor_flags" "$executor_memory" "$module_flags" "$launcher:$classpath" \
+    "$(java -version 2>&1)" | cksum)
+  if [ "$(cat "$work/cds/key" 2>/dev/null)" != "$key" ] || [ ! -s "$work/cds/driver.jsa" ] \
+     || [ ! -s "$work/cds/executor.jsa" ] || [ -n "$(find "$work/jars" -name '*.jar' -newer "$work/cds/key")" ]; then
+    log "class-data sharing: training run on the host (local-cluster[1,1,...] on tcp) to record the archives"
+    rm -f "$work/cds/"*
+    ttmp=$(mktemp -d)
+    t0=$(date +%s)
+    # shellcheck disable=SC2086 # the flags are lists of words
+    if SPARK_TESTING=1 SPARK_SCALA_VERSION=2.13 SPARK_LOCAL_IP=127.0.0.1 \
+       java $driver_flags $module_flags "$logging" -XX:ArchiveClassesAtExit="$work/cds/driver.jsa" \
+         -Djava.io.tmpdir="$ttmp" "-Drdma.jvm.module.flags=$module_flags" \
+         "-Drdma.spark.executor.jvm.flags=$executor_flags $logging -XX:ArchiveClassesAtExit=$work/cds/executor.jsa" \
+         -Drdma.spark.provider=tcp -Drdma.spark.executor.memory="$executor_memory" -Dspark.testing=1 \
+         -Dspark.test.home="$ttmp" -Xlog:cds=error -cp "$launcher:$classpath" "$test_class" > "$work/cds/training.log" 2>&1 \
+       && [ -s "$work/cds/driver.jsa" ] && [ -s "$work/cds/executor.jsa" ]; then
+      echo "$key" > "$work/cds/key"
+      log "class-data sharing: archives recorded in $(( $(date +%s) - t0 )) s: $(du -sh "$work/cds/driver.jsa" "$work/cds/executor.jsa" | awk '{printf "%s %s ", $2, $1}')"
+    else
+      log "class-data sharing: the training run failed (see $work/cds/training.log); the VM runs without archives"
+      tail -5 "$work/cds/training.log" >&2 || true
+      rm -f "$work/cds/"*.jsa
+    fi
+    rm -rf "$ttmp"
+  fi
+  # shellcheck disable=SC2086
+  if [ -s "$work/cds/driver.jsa" ] && [ -s "$work/cds/executor.jsa" ] \
+     && java $driver_flags $module_flags -Xshare:on -XX:SharedArchiveFile="$work/cds/driver.jsa" -cp "$launcher:$classpath" \
+          -version > /dev/null 2>&1; then
+    driver_cds="-XX:SharedArchiveFile=$work/cds/driver.jsa"
+    executor_cds="-XX:SharedArchiveFile=$work/cds/executor.jsa"
+    log "class-data sharing: on (archives in $work/cds)"
+  else
+    log "class-data sharing: off (no usable archive)"
+  fi
+fi
 {
-  printf 'SV_DRIVER_FLAGS=%q\n' "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx512m"
-  printf 'SV_EXECUTOR_FLAGS=%q\n' "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-  printf 'SV_EXECUTOR_MEMORY=%q\n' "${SPARK_VERBS_EXECUTOR_MEMORY:-512m}"
+  printf 'SV_DRIVER_FLAGS=%q\n' "$driver_flags $driver_cds"
+  printf 'SV_EXECUTOR_FLAGS=%q\n' "$executor_flags $executor_cds"
+  printf 'SV_EXECUTOR_MEMORY=%q\n' "$executor_memory"
   printf 'SV_MODULE_FLAGS=%q\n' "$module_flags"
   printf 'SV_PROVIDER=%q\n' "$provider"
+  printf 'SV_OPERATION_TIMEOUT=%q\n' "${SPARK_VERBS_OPERATION_TIMEOUT:-10s}"
   printf 'SV_LAUNCHER=%q\n' "$launcher"
   printf 'SV_CLASSPATH=%q\n' "$classpath"
 } > "$work/plan.sh"

@@ -48,22 +48,7 @@ class VerbsLocalClusterTest {
     @Test
     void shuffleBlocksMoveByRdmaReadBetweenTwoExecutorJvms() throws Exception {
         String provider = System.getProperty("rdma.spark.provider", "verbs");
-        String executorMemory = System.getProperty("rdma.spark.executor.memory", "512m");
-        long workerMb = Math.max(512, toMb(executorMemory));
-        Path home = Files.createDirectories(Path.of(System.getProperty("spark.test.home", "target")));
-        System.setProperty("spark.test.home", home.toAbsolutePath().toString());
-        SparkConf conf = new SparkConf().setMaster("local-cluster[2,1," + workerMb + "]").setAppName("rdma-verbs-local-cluster")
-                .set("spark.testing", "1")
-                .set("spark.ui.enabled", "false")
-                .set("spark.executor.memory", executorMemory)
-                .set("spark.shuffle.manager", SparkJobs.MANAGER)
-                .set("spark.shuffle.rdma.provider", provider)
-                .set("spark.executor.extraJavaOptions", System.getProperty("rdma.jvm.module.flags", "")
-                        + " " + System.getProperty("rdma.spark.executor.jvm.flags", "-XX:TieredStopAtLevel=1"))
-                .setIfMissing("spark.shuffle.rdma.pool.capacity", "32m")
-                .setIfMissing("spark.shuffle.rdma.mapOutput.capacity", "64m");
-        System.out.println("spark-verbs: master " + conf.get("spark.master") + ", executor memory " + executorMemory
-                + ", provider " + provider + ", SPARK_LOCAL_IP " + System.getenv("SPARK_LOCAL_IP"));
+        SparkConf conf = conf(2, provider);
 
         Map<Integer, Long> expectedSums = new TreeMap<>();
         for (int i = 0; i < NUMBERS; i++) {
@@ -94,37 +79,15 @@ class VerbsLocalClusterTest {
             long started = System.nanoTime();
             System.out.printf("spark-verbs: context and 2 executors up in %.1f s%n", (started - t0) / 1e9);
 
-            // 4 map tasks over 2 executors, 4 reducers: each reducer reads the other executor's blocks.
-            List<Integer> numbers = IntStream.range(0, NUMBERS).boxed().toList();
-            Map<Integer, Long> sums = new TreeMap<>(sc.parallelize(numbers, 4)
-                    .mapToPair(i -> new Tuple2<>(i % KEYS, (long) i))
-                    .reduceByKey(Long::sum, 4)
-                    .collectAsMap());
+            Map<Integer, Long> sums = sums(sc);
             assertEquals(expectedSums, sums, "reduceByKey");
 
-            List<Integer> records = IntStream.range(0, RECORDS).boxed().toList();
-            Map<Integer, String> groups = new TreeMap<>(sc.parallelize(records, 4)
-                    .mapToPair(i -> new Tuple2<>(i % GROUPS, payload(i)))
-                    .groupByKey(4)
-                    .mapValues(values -> {
-                        String s = summary(0, 0);
-                        for (String v : values) {
-                            s = mergeSummaries(s, summary(1, v.hashCode()));
-                        }
-                        return s;
-                    })
-                    .collectAsMap());
+            Map<Integer, String> groups = groups(sc);
             assertEquals(expectedGroups, groups, "groupByKey");
             System.out.printf("spark-verbs: 2 shuffle jobs ran in %.1f s, results equal the ones computed without Spark%n",
                     (System.nanoTime() - started) / 1e9);
 
-            Map<String, Map<String, String>> reports = new TreeMap<>();
-            // Both executors are free when this job starts, so each runs at least one of its tasks.
-            for (Map<String, String> r : sc.parallelize(IntStream.range(0, 8).boxed().toList(), 8)
-                    .map(i -> RdmaShuffleManager.executorReport()).collect()) {
-                reports.merge(r.get("executorId"), r, (a, b) -> count(a, ShuffleMetrics.FETCH_RDMA_BLOCKS)
-                        >= count(b, ShuffleMetrics.FETCH_RDMA_BLOCKS) ? a : b);
-            }
+            Map<String, Map<String, String>> reports = reports(sc);
             sc.sc().listenerBus().waitUntilEmpty();
             for (Map.Entry<String, Map<String, String>> e : reports.entrySet()) {
                 System.out.println("spark-verbs: executor " + e.getKey() + " report " + e.getValue());
@@ -180,6 +143,79 @@ class VerbsLocalClusterTest {
                 }
             }
         }
+    }
+
+    /**
+     * A training run for class-data sharing (spark-verbs.sh runs it on the host, with
+     * -XX:ArchiveClassesAtExit on the driver and the executor): the same jobs in
+     * {@code local-cluster[1,1,M]} on the provider of {@code rdma.spark.provider} (tcp there), no checks.
+     * One executor, so that its archive has a single writer.
+     */
+    public static void main(String[] args) throws Exception {
+        try (JavaSparkContext sc = new JavaSparkContext(conf(1, System.getProperty("rdma.spark.provider", "tcp")))) {
+            awaitExecutors(sc, 1);
+            System.out.println("spark-verbs training run: " + sums(sc).size() + " sums, " + groups(sc).size() + " groups, "
+                    + reports(sc).size() + " executor report(s)");
+        }
+    }
+
+    /** The application's conf: {@code executors} workers of one core, our manager on {@code provider}. */
+    static SparkConf conf(int executors, String provider) throws java.io.IOException {
+        String executorMemory = System.getProperty("rdma.spark.executor.memory", "512m");
+        long workerMb = Math.max(512, toMb(executorMemory));
+        Path home = Files.createDirectories(Path.of(System.getProperty("spark.test.home", "target")));
+        System.setProperty("spark.test.home", home.toAbsolutePath().toString());
+        SparkConf conf = new SparkConf().setMaster("local-cluster[" + executors + ",1," + workerMb + "]")
+                .setAppName("rdma-verbs-local-cluster")
+                .set("spark.testing", "1")
+                .set("spark.ui.enabled", "false")
+                .set("spark.executor.memory", executorMemory)
+                .set("spark.shuffle.manager", SparkJobs.MANAGER)
+                .set("spark.shuffle.rdma.provider", provider)
+                .set("spark.executor.extraJavaOptions", System.getProperty("rdma.jvm.module.flags", "")
+                        + " " + System.getProperty("rdma.spark.executor.jvm.flags", "-XX:TieredStopAtLevel=1"))
+                .setIfMissing("spark.shuffle.rdma.pool.capacity", "32m")
+                .setIfMissing("spark.shuffle.rdma.mapOutput.capacity", "64m");
+        System.out.println("spark-verbs: master " + conf.get("spark.master") + ", executor memory " + executorMemory
+                + ", provider " + provider + ", SPARK_LOCAL_IP " + System.getenv("SPARK_LOCAL_IP"));
+        return conf;
+    }
+
+    /** reduceByKey with map-side combine: 4 map tasks, 4 reducers, each reading the other executor's blocks. */
+    static Map<Integer, Long> sums(JavaSparkContext sc) {
+        List<Integer> numbers = IntStream.range(0, NUMBERS).boxed().toList();
+        return new TreeMap<>(sc.parallelize(numbers, 4)
+                .mapToPair(i -> new Tuple2<>(i % KEYS, (long) i))
+                .reduceByKey(Long::sum, 4)
+                .collectAsMap());
+    }
+
+    /** groupByKey of ~0.5 KiB values (blocks of many RoCE packets), summarized per key. */
+    static Map<Integer, String> groups(JavaSparkContext sc) {
+        List<Integer> records = IntStream.range(0, RECORDS).boxed().toList();
+        return new TreeMap<>(sc.parallelize(records, 4)
+                .mapToPair(i -> new Tuple2<>(i % GROUPS, payload(i)))
+                .groupByKey(4)
+                .mapValues(values -> {
+                    String s = summary(0, 0);
+                    for (String v : values) {
+                        s = mergeSummaries(s, summary(1, v.hashCode()));
+                    }
+                    return s;
+                })
+                .collectAsMap());
+    }
+
+    /** Every executor's {@link RdmaShuffleManager#executorReport()}, by executor id. */
+    static Map<String, Map<String, String>> reports(JavaSparkContext sc) {
+        Map<String, Map<String, String>> reports = new TreeMap<>();
+        // Both executors are free when this job starts, so each runs at least one of its tasks.
+        for (Map<String, String> r : sc.parallelize(IntStream.range(0, 8).boxed().toList(), 8)
+                .map(i -> RdmaShuffleManager.executorReport()).collect()) {
+            reports.merge(r.get("executorId"), r, (a, b) -> count(a, ShuffleMetrics.FETCH_RDMA_BLOCKS)
+                    >= count(b, ShuffleMetrics.FETCH_RDMA_BLOCKS) ? a : b);
+        }
+        return reports;
     }
 
     /** A value of about half a KiB, different for every record. */

@@ -9,10 +9,12 @@
 #   --provider NAME  spark.shuffle.rdma.provider for the run (default verbs; tcp checks the step itself)
 #   run.sh options (--timeout, --cpus, --mem, ...) are passed on.
 #   SPARK_VERBS_EXECUTOR_MEMORY (default 512m): heap of each executor; the driver has -Xmx512m.
-#   SPARK_VERBS_OPERATION_TIMEOUT (default 10s): spark.shuffle.rdma.operationTimeout. The default 2s is
-#     short for the emulated guest, 25-50x slower than the host: with it a first connection's handshake
-#     timed out and was retried while the executors were still loading classes (the verbs conformance
-#     suite uses 10 s there too).
+#   SPARK_VERBS_CONF: spark.* settings for the run, as -D flags; default: the transport and policy
+#     timeouts scaled for the emulated guest (25-50x slower than the host; the verbs conformance suite
+#     uses a 10 s operation timeout there too): operationTimeout=10s, detectionWindow=2s,
+#     request.timeout=10s. With the defaults (2s, 200ms, 1s) channels went SUSPECT and reconnected
+#     while the executors were loading classes or collecting garbage (no block fell back, but a
+#     reconnect that runs out of attempts would make the run fail for the emulator's sake).
 #
 # The test is io.rdmaplane.spark.VerbsLocalClusterTest (spark-shuffle-rdma's test sources; skipped
 # outside the VM). The host builds both modules and computes the test classpath; the guest runs the
@@ -48,6 +50,7 @@ if [ "${1:-}" = --in-vm ]; then
     "SPARK_LOCAL_IP=$RDMA_VM_ADDR_A; $(awk '/MemTotal|MemAvailable/ {printf "%s %d MiB ", $1, $2/1024}' /proc/meminfo)"
   tmp=$(mktemp -d /tmp/spark-verbs.XXXXXX) # the driver's java.io.tmpdir: worker dirs, spark.local.dir (tmpfs)
   logging="-Dlog4j2.configurationFile=$here/spark-verbs-log4j2.properties"
+  log "settings: ${SV_SPARK_CONF:-none}"
   [[ "$SV_DRIVER_FLAGS" == *SharedArchiveFile* ]] && log "class-data sharing archives: $(ls -s "${SV_DRIVER_FLAGS##*=}" "${SV_EXECUTOR_FLAGS##*=}" | tr '\n' ' ')"
   t0=$(date +%s)
   rc=0
@@ -57,7 +60,7 @@ if [ "${1:-}" = --in-vm ]; then
       "-Drdma.jvm.module.flags=$SV_MODULE_FLAGS" "-Drdma.spark.executor.jvm.flags=$SV_EXECUTOR_FLAGS $logging" \
       -Drdma.spark.provider="$SV_PROVIDER" -Drdma.spark.executor.memory="$SV_EXECUTOR_MEMORY" \
       -Drdma.spark.logs.dir="$out/executors" -Dspark.testing=1 -Dspark.test.home="$out/spark-home" \
-      -Dspark.shuffle.rdma.operationTimeout="$SV_OPERATION_TIMEOUT" \
+      $SV_SPARK_CONF \
       -cp "$SV_LAUNCHER:$SV_CLASSPATH" org.junit.platform.console.ConsoleLauncher execute \
       --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
       --select-class "$test_class" --reports-dir "$out/junit" > "$out/test.log" 2>&1 || rc=$?
@@ -131,6 +134,7 @@ fi
 # modules come from this tree's target directories, not from ~/.m2.
 deps=$(tr ':' '\n' < "$work/deps.txt" | grep -v -e '/org/junit/' -e '/org/opentest4j/' -e '/org/apiguardian/' \
   -e '/io/rdmaplane/' | paste -sd: -)
+spark_conf=${SPARK_VERBS_CONF-"-Dspark.shuffle.rdma.operationTimeout=10s -Dspark.shuffle.rdma.detectionWindow=2s -Dspark.shuffle.rdma.request.timeout=10s"}
 driver_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx512m"
 executor_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 executor_memory=${SPARK_VERBS_EXECUTOR_MEMORY:-512m}
@@ -196,7 +200,7 @@ fi
   printf 'SV_EXECUTOR_MEMORY=%q\n' "$executor_memory"
   printf 'SV_MODULE_FLAGS=%q\n' "$module_flags"
   printf 'SV_PROVIDER=%q\n' "$provider"
-  printf 'SV_OPERATION_TIMEOUT=%q\n' "${SPARK_VERBS_OPERATION_TIMEOUT:-10s}"
+  printf 'SV_SPARK_CONF=%q\n' "$spark_conf"
   printf 'SV_LAUNCHER=%q\n' "$launcher"
   printf 'SV_CLASSPATH=%q\n' "$classpath"
 } > "$work/plan.sh"

@@ -106,6 +106,13 @@ public final class RdmaShuffleManager implements ShuffleManager {
                 conf.remove(SparkRdmaConfig.REGISTRY.fullName(SparkRdmaConfig.REGISTRY_ADDRESS));
             }
             appFallback(reason);
+        } else if (!isDriver) {
+            // Spark builds an executor's manager once its environment is up, before tasks come: start the
+            // transport now, off the task path (probing devices and registering take a second or two);
+            // a task that comes sooner waits for it.
+            Thread starter = new Thread(this::runtime, "rdma-shuffle-start");
+            starter.setDaemon(true);
+            starter.start();
         }
     }
 

@@ -122,12 +122,22 @@ public final class ArrowBlock {
      */
     public static Framing frame(Map<String, String> metadata, ByteBuffer payload, BufferAllocator allocator)
             throws IOException {
+        return frame(metadata, payload, crc32c(payload.duplicate()), allocator);
+    }
+
+    /**
+     * The framing of the block {@link #write} would make of {@code payload}, whose CRC32C the
+     * caller already has: the payload's bytes are not read at all (e.g. a file mapping whose pages
+     * need not be touched).
+     */
+    public static Framing frame(Map<String, String> metadata, ByteBuffer payload, int payloadCrc32c,
+                                BufferAllocator allocator) throws IOException {
         if (!payload.isDirect()) {
             throw new IllegalArgumentException("framing needs a direct payload, so it is recognised without a copy");
         }
         FramingChannel out = new FramingChannel(MemoryUtil.getByteBufferAddress(payload) + payload.position(),
                 payload.remaining());
-        int crc = crc32c(payload.duplicate());
+        int crc = payloadCrc32c;
         write(metadata, payload, out, allocator, DEFAULT_ROW_BYTES, crc);
         if (out.payloadSeen != payload.remaining()) {
             throw new IllegalStateException("the payload was written as " + out.payloadSeen + " of " + payload.remaining()

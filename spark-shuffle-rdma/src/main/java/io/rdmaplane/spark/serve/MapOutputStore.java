@@ -208,8 +208,24 @@ public final class MapOutputStore implements AutoCloseable {
     private MapOutput mapped(int shuffleId, long mapId, File dataFile, long[] lengths, long payload)
             throws IOException, OverCapException {
         ByteBuffer mapping;
+        int[] crcs = new int[lengths.length];
         try (FileChannel file = FileChannel.open(dataFile.toPath(), StandardOpenOption.READ)) {
             mapping = file.map(FileChannel.MapMode.READ_ONLY, 0, payload);
+            // Through a small reused buffer (page cache to a hot buffer, GiB/s), not the mapping: its pages
+            // would each fault in; READs (or verbs' pinning) touch them later anyway.
+            ByteBuffer chunk = ByteBuffer.allocateDirect(1 << 20);
+            long from = 0;
+            for (int r = 0; r < lengths.length; r++) {
+                CRC32C crc = new CRC32C();
+                for (long done = 0; done < lengths[r]; ) {
+                    int n = (int) Math.min(chunk.capacity(), lengths[r] - done);
+                    readFully(file, chunk.clear().limit(n), from + done, dataFile);
+                    crc.update(chunk.flip());
+                    done += n;
+                }
+                crcs[r] = (int) crc.getValue();
+                from += lengths[r];
+            }
         }
         ArrowBlock.Framing[] framings = new ArrowBlock.Framing[lengths.length];
         int[] fileOffsets = new int[lengths.length];
@@ -218,7 +234,8 @@ public final class MapOutputStore implements AutoCloseable {
         for (int r = 0; r < lengths.length; r++) {
             fileOffsets[r] = at;
             if (lengths[r] > 0) {
-                framings[r] = ArrowBlock.frame(metadata(shuffleId, mapId, r), mapping.slice(at, (int) lengths[r]), allocator);
+                framings[r] = ArrowBlock.frame(metadata(shuffleId, mapId, r), mapping.slice(at, (int) lengths[r]), crcs[r],
+                        allocator);
                 framingBytes += framings[r].header().remaining() + framings[r].trailer().remaining();
             }
             at += (int) lengths[r];

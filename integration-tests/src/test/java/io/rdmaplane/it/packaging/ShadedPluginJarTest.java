@@ -7,9 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.net.URL;
 import java.net.URLClassLoader;
 import java.nio.file.Files;
@@ -18,7 +15,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.spi.ToolProvider;
 import java.util.stream.Collectors;
 import java.util.zip.ZipEntry;
 import java.util.zip.ZipFile;
@@ -111,7 +107,7 @@ class ShadedPluginJarTest {
             plugin.getMethod("getState").invoke(instance);
 
             @SuppressWarnings("unchecked")
-            Map<String, String> facts = (Map<String, String>) new ProbeLoader(isolated).loadClass(ShadedJarProbe.class.getName())
+            Map<String, String> facts = (Map<String, String>) new PluginJarChecks.ProbeLoader("shaded-plugin-probe", isolated, ShadedJarProbe.class).loadClass(ShadedJarProbe.class.getName())
                     .getMethod("run").invoke(null);
             assertEquals("io.rdmaplane.shaded.metrics.MetricRegistry", facts.get("metricRegistry"), facts.toString());
             assertTrue(facts.get("arrowAllocator").startsWith("io.rdmaplane.shaded.arrow.memory."), facts.toString());
@@ -124,37 +120,6 @@ class ShadedPluginJarTest {
 
     @Test
     void jdepsFindsNothingMissingBesideHadoop() {
-        ToolProvider jdeps = ToolProvider.findFirst("jdeps").orElse(null);
-        Assumptions.assumeTrue(jdeps != null, "jdeps (a JDK tool) is not in this JVM");
-        StringWriter out = new StringWriter();
-        String classPath = provided.stream().map(Path::toString).collect(Collectors.joining(File.pathSeparator));
-        int rc = jdeps.run(new PrintWriter(out, true), new PrintWriter(out, true),
-                "--multi-release", "17", "--missing-deps", "-cp", classPath, jar.toString());
-        List<String> missing = out.toString().lines()
-                .filter(line -> line.contains("not found") && line.contains("->") && !line.trim().endsWith("-> not found"))
-                .filter(line -> ANNOTATION_ONLY.stream().noneMatch(line::contains))
-                .collect(Collectors.toList());
-        assertEquals(0, rc, out.toString());
-        assertEquals(List.of(), missing, "class references the jar and Hadoop do not satisfy:\n" + out);
-    }
-
-    /** Defines {@link ShadedJarProbe} from its class file, so that it links against the isolated loader's classes. */
-    private static final class ProbeLoader extends ClassLoader {
-        ProbeLoader(ClassLoader parent) {
-            super("shaded-plugin-probe", parent);
-        }
-
-        @Override
-        protected Class<?> findClass(String name) throws ClassNotFoundException {
-            if (!name.equals(ShadedJarProbe.class.getName())) {
-                throw new ClassNotFoundException(name);
-            }
-            try (InputStream in = ShadedPluginJarTest.class.getResourceAsStream("ShadedJarProbe.class")) {
-                byte[] bytes = in.readAllBytes();
-                return defineClass(name, bytes, 0, bytes.length);
-            } catch (IOException e) {
-                throw new ClassNotFoundException(name, e);
-            }
-        }
+        PluginJarChecks.assertJdepsFindsNothingMissing(jar, provided, ANNOTATION_ONLY, "Hadoop");
     }
 }

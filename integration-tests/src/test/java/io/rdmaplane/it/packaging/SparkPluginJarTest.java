@@ -7,9 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.net.URL;
 import java.net.URLClassLoader;
 import java.nio.file.Files;
@@ -18,7 +15,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.spi.ToolProvider;
 import java.util.stream.Collectors;
 import java.util.zip.ZipEntry;
 import java.util.zip.ZipFile;
@@ -116,7 +112,7 @@ class SparkPluginJarTest {
             assertTrue(Class.forName("org.apache.spark.shuffle.ShuffleManager", false, isolated).isAssignableFrom(manager));
 
             // Spark resolves spark.shuffle.manager and the tasks' classes through the context class loader
-            ProbeLoader probeLoader = new ProbeLoader(isolated);
+            PluginJarChecks.ProbeLoader probeLoader = new PluginJarChecks.ProbeLoader("spark-plugin-probe", isolated, SparkPluginJarProbe.class);
             Thread.currentThread().setContextClassLoader(probeLoader);
             @SuppressWarnings("unchecked")
             Map<String, String> facts = (Map<String, String>) probeLoader.loadClass(SparkPluginJarProbe.class.getName())
@@ -139,36 +135,6 @@ class SparkPluginJarTest {
 
     @Test
     void jdepsFindsNothingMissingBesideSpark() {
-        ToolProvider jdeps = ToolProvider.findFirst("jdeps").orElse(null);
-        Assumptions.assumeTrue(jdeps != null, "jdeps (a JDK tool) is not in this JVM");
-        StringWriter out = new StringWriter();
-        String classPath = spark.stream().map(Path::toString).collect(Collectors.joining(File.pathSeparator));
-        int rc = jdeps.run(new PrintWriter(out, true), new PrintWriter(out, true),
-                "--multi-release", "17", "--missing-deps", "-cp", classPath, jar.toString());
-        List<String> missing = out.toString().lines()
-                .filter(line -> line.contains("not found") && line.contains("->") && !line.trim().endsWith("-> not found"))
-                .collect(Collectors.toList());
-        assertEquals(0, rc, out.toString());
-        assertEquals(List.of(), missing, "class references the jar and Spark do not satisfy:\n" + out);
-    }
-
-    /** Defines {@link SparkPluginJarProbe} (and its lambdas' class) from its class file, linked against the isolated loader. */
-    private static final class ProbeLoader extends ClassLoader {
-        ProbeLoader(ClassLoader parent) {
-            super("spark-plugin-probe", parent);
-        }
-
-        @Override
-        protected Class<?> findClass(String name) throws ClassNotFoundException {
-            if (!name.equals(SparkPluginJarProbe.class.getName())) {
-                throw new ClassNotFoundException(name);
-            }
-            try (InputStream in = SparkPluginJarTest.class.getResourceAsStream("SparkPluginJarProbe.class")) {
-                byte[] bytes = in.readAllBytes();
-                return defineClass(name, bytes, 0, bytes.length);
-            } catch (IOException e) {
-                throw new ClassNotFoundException(name, e);
-            }
-        }
+        PluginJarChecks.assertJdepsFindsNothingMissing(jar, spark, List.of(), "Spark");
     }
 }

@@ -1,21 +1,58 @@
 package io.rdmaplane.it.packaging;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.net.URL;
+import java.net.URLClassLoader;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.spi.ToolProvider;
 import java.util.stream.Collectors;
+import java.util.zip.ZipEntry;
+import java.util.zip.ZipFile;
 import org.junit.jupiter.api.Assumptions;
 
 /** What the plug-in jar tests share: jdeps over a jar, and a loader that links a probe against an isolated class path. */
 final class PluginJarChecks {
+    static final String NATIVE_LIBRARY = "native/linux-x86_64/libdisni.so";
+
     private PluginJarChecks() {
+    }
+
+    /** The jar's entry names, once it is known to carry a non-empty native library and no signature files. */
+    static List<String> entriesOfAPluginJar(Path jar) throws IOException {
+        List<String> names;
+        try (ZipFile zip = new ZipFile(jar.toFile())) {
+            names = zip.stream().map(ZipEntry::getName).collect(Collectors.toList());
+            ZipEntry lib = zip.getEntry(NATIVE_LIBRARY);
+            assertNotNull(lib, NATIVE_LIBRARY + " in " + jar);
+            assertTrue(lib.getSize() > 10_000, "the native library is not empty: " + lib.getSize());
+        }
+        assertEquals(List.of(), names.stream().filter(n -> n.matches("META-INF/[^/]*\\.(SF|DSA|RSA|EC)")).collect(Collectors.toList()),
+                "no signature files");
+        return names;
+    }
+
+    /** A loader of the jar and {@code beside} only (no test class path), which finds the native library in the jar. */
+    static URLClassLoader isolatedLoader(String name, Path jar, List<Path> beside) throws IOException {
+        List<URL> urls = new ArrayList<>();
+        urls.add(jar.toUri().toURL());
+        for (Path p : beside) {
+            urls.add(p.toUri().toURL());
+        }
+        URLClassLoader isolated = new URLClassLoader(name, urls.toArray(URL[]::new), ClassLoader.getPlatformClassLoader());
+        URL lib = isolated.getResource(NATIVE_LIBRARY);
+        assertNotNull(lib, "native library visible to the isolated loader");
+        assertTrue(lib.toString().startsWith("jar:" + urls.get(0) + "!/"), "native library from the plug-in jar: " + lib);
+        return isolated;
     }
 
     /**

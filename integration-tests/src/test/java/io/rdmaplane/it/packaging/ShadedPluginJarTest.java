@@ -2,22 +2,17 @@ package io.rdmaplane.it.packaging;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.io.IOException;
-import java.net.URL;
 import java.net.URLClassLoader;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
-import java.util.zip.ZipEntry;
-import java.util.zip.ZipFile;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -32,7 +27,6 @@ import org.junit.jupiter.api.Test;
  */
 class ShadedPluginJarTest {
     static final String JAR_PROPERTY = "rdma.hdfs.plugin.jar";
-    static final String NATIVE_LIBRARY = "native/linux-x86_64/libdisni.so";
     /** What a DataNode or HDFS client JVM already has: Hadoop (client-api/runtime, the minicluster's server side) and its slf4j-api. */
     static final List<String> PROVIDED = List.of("/org/apache/hadoop/", "/org/slf4j/slf4j-api/", "/commons-logging/",
             "/com/google/code/findbugs/jsr305/", "/org/xerial/snappy/");
@@ -57,19 +51,11 @@ class ShadedPluginJarTest {
 
     @Test
     void containsTheNativeLibraryAndOnlyRelocatedThirdPartyClasses() throws IOException {
-        List<String> names;
-        try (ZipFile zip = new ZipFile(jar.toFile())) {
-            names = zip.stream().map(ZipEntry::getName).collect(Collectors.toList());
-            ZipEntry lib = zip.getEntry(NATIVE_LIBRARY);
-            assertNotNull(lib, NATIVE_LIBRARY + " in " + jar);
-            assertTrue(lib.getSize() > 10_000, "the native library is not empty: " + lib.getSize());
-        }
+        List<String> names = PluginJarChecks.entriesOfAPluginJar(jar);
         for (String forbidden : List.of("com/codahale/", "org/apache/arrow/", "org/apache/hadoop/", "org/slf4j/")) {
             assertEquals(List.of(), names.stream().filter(n -> n.startsWith(forbidden)).collect(Collectors.toList()),
                     "nothing under " + forbidden);
         }
-        assertEquals(List.of(), names.stream().filter(n -> n.matches("META-INF/[^/]*\\.(SF|DSA|RSA|EC)")).collect(Collectors.toList()),
-                "no signature files");
         for (String needed : List.of("io/rdmaplane/hdfs/client/RdmaReplicaAccessorBuilder.class",
                 "io/rdmaplane/hdfs/datanode/RdmaDataNodePlugin.class",
                 "io/rdmaplane/rdma/provider/verbs/DisniRuntime.class",
@@ -83,15 +69,7 @@ class ShadedPluginJarTest {
 
     @Test
     void pluginsLoadWithOnlyHadoopBesideTheJar() throws Exception {
-        List<URL> urls = new ArrayList<>();
-        urls.add(jar.toUri().toURL());
-        for (Path p : provided) {
-            urls.add(p.toUri().toURL());
-        }
-        try (URLClassLoader isolated = new URLClassLoader("shaded-plugin", urls.toArray(URL[]::new), ClassLoader.getPlatformClassLoader())) {
-            URL lib = isolated.getResource(NATIVE_LIBRARY);
-            assertNotNull(lib, "native library visible to the isolated loader");
-            assertTrue(lib.toString().startsWith("jar:" + urls.get(0) + "!/"), "native library from the shaded jar: " + lib);
+        try (URLClassLoader isolated = PluginJarChecks.isolatedLoader("shaded-plugin", jar, provided)) {
 
             Class<?> builder = Class.forName("io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder", true, isolated);
             assertEquals(isolated, builder.getClassLoader());

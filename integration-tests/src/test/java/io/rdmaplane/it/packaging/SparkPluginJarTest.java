@@ -2,22 +2,17 @@ package io.rdmaplane.it.packaging;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.io.IOException;
-import java.net.URL;
 import java.net.URLClassLoader;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
-import java.util.zip.ZipEntry;
-import java.util.zip.ZipFile;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -33,7 +28,6 @@ import org.junit.jupiter.api.Test;
  */
 class SparkPluginJarTest {
     static final String JAR_PROPERTY = "rdma.spark.plugin.jar";
-    static final String NATIVE_LIBRARY = "native/linux-x86_64/libdisni.so";
     /** The only class packages the jar may contain: ours and DiSNI's (no Spark distribution has it). */
     static final List<String> OWN_PACKAGES = List.of("io/rdmaplane/", "com/ibm/disni/");
     /**
@@ -68,23 +62,15 @@ class SparkPluginJarTest {
 
     @Test
     void containsOnlyOurClassesDisniAndTheNativeLibrary() throws IOException {
-        List<String> names;
-        try (ZipFile zip = new ZipFile(jar.toFile())) {
-            names = zip.stream().map(ZipEntry::getName).collect(Collectors.toList());
-            ZipEntry lib = zip.getEntry(NATIVE_LIBRARY);
-            assertNotNull(lib, NATIVE_LIBRARY + " in " + jar);
-            assertTrue(lib.getSize() > 10_000, "the native library is not empty: " + lib.getSize());
-        }
+        List<String> names = PluginJarChecks.entriesOfAPluginJar(jar);
         assertEquals(List.of(), names.stream()
                         .filter(n -> n.endsWith(".class") && OWN_PACKAGES.stream().noneMatch(n::startsWith))
                         .collect(Collectors.toList()),
                 "classes outside " + OWN_PACKAGES);
         assertEquals(List.of(), names.stream()
-                        .filter(n -> !n.endsWith("/") && !n.endsWith(".class") && !n.startsWith("META-INF/") && !n.equals(NATIVE_LIBRARY))
+                        .filter(n -> !n.endsWith("/") && !n.endsWith(".class") && !n.startsWith("META-INF/") && !n.equals(PluginJarChecks.NATIVE_LIBRARY))
                         .collect(Collectors.toList()),
                 "nothing but classes, META-INF and the native library");
-        assertEquals(List.of(), names.stream().filter(n -> n.matches("META-INF/[^/]*\\.(SF|DSA|RSA|EC)")).collect(Collectors.toList()),
-                "no signature files");
         for (String needed : List.of("io/rdmaplane/spark/RdmaShuffleManager.class",
                 "io/rdmaplane/spark/SparkRdmaConfig.class",
                 "io/rdmaplane/rdma/format/ArrowBlock.class",
@@ -97,16 +83,8 @@ class SparkPluginJarTest {
 
     @Test
     void sparkRunsAShuffleThroughTheManagerFromTheJarAlone() throws Exception {
-        List<URL> urls = new ArrayList<>();
-        urls.add(jar.toUri().toURL());
-        for (Path p : spark) {
-            urls.add(p.toUri().toURL());
-        }
         ClassLoader previous = Thread.currentThread().getContextClassLoader();
-        try (URLClassLoader isolated = new URLClassLoader("spark-plugin", urls.toArray(URL[]::new), ClassLoader.getPlatformClassLoader())) {
-            URL lib = isolated.getResource(NATIVE_LIBRARY);
-            assertNotNull(lib, "native library visible to the isolated loader");
-            assertTrue(lib.toString().startsWith("jar:" + urls.get(0) + "!/"), "native library from the plug-in jar: " + lib);
+        try (URLClassLoader isolated = PluginJarChecks.isolatedLoader("spark-plugin", jar, spark)) {
             Class<?> manager = Class.forName("io.rdmaplane.spark.RdmaShuffleManager", true, isolated);
             assertEquals(isolated, manager.getClassLoader());
             assertTrue(Class.forName("org.apache.spark.shuffle.ShuffleManager", false, isolated).isAssignableFrom(manager));

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -40,7 +39,7 @@ class LocalClusterRdmaTest {
             expected.merge(i % keys, (long) i, Long::sum);
         }
         try (JavaSparkContext sc = new JavaSparkContext(conf)) {
-            awaitExecutors(sc, 2);
+            SparkJobs.awaitExecutors(sc, 2, java.time.Duration.ofMinutes(2));
             List<Integer> numbers = IntStream.range(0, n).boxed().toList();
             // 8 map tasks over 2 executors, 4 reducers: each reducer reads blocks of the other executor.
             Map<Integer, Long> actual = new TreeMap<>(sc.parallelize(numbers, 8)
@@ -70,19 +69,4 @@ class LocalClusterRdmaTest {
         return Long.parseLong(report.getOrDefault(ShuffleMetrics.FETCH_RDMA_BLOCKS, "0"));
     }
 
-    /** Waits until {@code count} executors (besides the driver) have registered; the JVMs take a while to start. */
-    private static void awaitExecutors(JavaSparkContext sc, int count) throws InterruptedException {
-        List<String> seen = new ArrayList<>();
-        for (int round = 0; round < 1200; round++) {
-            seen.clear();
-            for (var info : sc.sc().statusTracker().getExecutorInfos()) {
-                seen.add(info.host() + ":" + info.port());
-            }
-            if (seen.size() >= count + 1) {
-                return;
-            }
-            Thread.sleep(100);
-        }
-        throw new AssertionError("executors did not start: " + seen);
-    }
 }

@@ -93,5 +93,25 @@ final class SparkJobs {
         return baseline;
     }
 
+    /**
+     * Waits up to {@code limit} until {@code count} executors (besides the driver) have registered; executor JVMs take
+     * a while to start (minutes in the emulated VM).
+     */
+    static void awaitExecutors(JavaSparkContext sc, int count, java.time.Duration limit) throws InterruptedException {
+        List<String> seen = new ArrayList<>();
+        long deadline = System.nanoTime() + limit.toNanos();
+        do {
+            seen.clear();
+            for (var info : sc.sc().statusTracker().getExecutorInfos()) {
+                seen.add(info.host() + ":" + info.port());
+            }
+            if (seen.size() >= count + 1) {
+                return;
+            }
+            Thread.sleep(100);
+        } while (System.nanoTime() < deadline);
+        throw new AssertionError("executors did not start within " + limit + ": " + seen);
+    }
+
     private static Map<String, List<String>> baseline;
 }

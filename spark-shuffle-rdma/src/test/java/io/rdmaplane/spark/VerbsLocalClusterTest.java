@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -75,7 +74,7 @@ class VerbsLocalClusterTest {
                     }
                 }
             });
-            awaitExecutors(sc, 2);
+            SparkJobs.awaitExecutors(sc, 2, java.time.Duration.ofMinutes(10));
             long started = System.nanoTime();
             System.out.printf("spark-verbs: context and 2 executors up in %.1f s%n", (started - t0) / 1e9);
 
@@ -153,7 +152,7 @@ class VerbsLocalClusterTest {
      */
     public static void main(String[] args) throws Exception {
         try (JavaSparkContext sc = new JavaSparkContext(conf(1, System.getProperty("rdma.spark.provider", "tcp")))) {
-            awaitExecutors(sc, 1);
+            SparkJobs.awaitExecutors(sc, 1, java.time.Duration.ofMinutes(10));
             System.out.println("spark-verbs training run: " + sums(sc).size() + " sums, " + groups(sc).size() + " groups, "
                     + reports(sc).size() + " executor report(s)");
         }
@@ -252,21 +251,6 @@ class VerbsLocalClusterTest {
         return s.endsWith("g") ? n * 1024 : s.endsWith("k") ? n / 1024 : n;
     }
 
-    /** Waits until {@code count} executors (besides the driver) have registered; the JVMs take a while to start. */
-    private static void awaitExecutors(JavaSparkContext sc, int count) throws InterruptedException {
-        List<String> seen = new ArrayList<>();
-        for (int round = 0; round < 6000; round++) {
-            seen.clear();
-            for (var info : sc.sc().statusTracker().getExecutorInfos()) {
-                seen.add(info.host() + ":" + info.port());
-            }
-            if (seen.size() >= count + 1) {
-                return;
-            }
-            Thread.sleep(100);
-        }
-        throw new AssertionError("executors did not start: " + seen);
-    }
 
     /** Runs the class only in the Soft-RoCE VM (RDMA_VM=1); elsewhere skips it and says so on stderr. */
     static final class RdmaVmOnly implements ExecutionCondition {

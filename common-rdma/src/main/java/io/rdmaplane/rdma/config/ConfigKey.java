@@ -6,6 +6,7 @@ import java.util.Locale;
 import java.util.Objects;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
+import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -104,15 +105,25 @@ public final class ConfigKey<T> {
     /** One of {@code allowed} (lower case), matched case-insensitively; the value is returned in lower case. */
     public static ConfigKey<String> choiceKey(String suffix, String defaultValue, List<String> allowed, String doc) {
         List<String> values = List.copyOf(allowed);
-        for (String v : values) {
+        return choiceKey(suffix, defaultValue, values, values::contains, doc);
+    }
+
+    /**
+     * A choice whose reference and error message list {@code listed} (lower case), while any value
+     * {@code accepts} takes (given in lower case) is valid: e.g. a test-only transport provider, which
+     * works where a setting names it but is no choice for users.
+     */
+    public static ConfigKey<String> choiceKey(String suffix, String defaultValue, List<String> listed, Predicate<String> accepts,
+                                              String doc) {
+        for (String v : listed) {
             if (!v.equals(v.toLowerCase(Locale.ROOT))) {
                 throw new IllegalArgumentException("choices of '" + suffix + "' must be lower case: " + v);
             }
         }
-        String list = String.join(", ", values);
+        String list = String.join(", ", listed);
         return new ConfigKey<>(suffix, "choice", defaultValue, list, "one of " + list, doc, s -> {
             String v = s.toLowerCase(Locale.ROOT);
-            return values.contains(v) ? v : null;
+            return accepts.test(v) ? v : null;
         });
     }
 

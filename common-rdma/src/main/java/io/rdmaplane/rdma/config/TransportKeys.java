@@ -9,7 +9,7 @@ import java.util.List;
 
 /** The transport settings every product shares; each product's registry puts them under its own prefix. */
 public final class TransportKeys {
-    public static final ConfigKey<String> PROVIDER = ConfigKey.choiceKey("provider", Providers.AUTO, Providers.names(),
+    public static final ConfigKey<String> PROVIDER = providerKey("provider", Providers.AUTO,
             "Which transport; auto picks verbs when an RDMA device is usable, else tcp.");
     public static final ConfigKey<Integer> PORT = ConfigKey.intKey("port", 0, 0, 65535,
             "Port the node listens on (0 = any free port).");
@@ -29,6 +29,14 @@ public final class TransportKeys {
             POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT);
 
     private TransportKeys() {
+    }
+
+    /**
+     * A setting naming a transport provider: {@code auto} or a provider on the class path. The reference lists
+     * {@link Providers#names()}; a provider that auto never picks (a test-only one) is accepted too, not listed.
+     */
+    public static ConfigKey<String> providerKey(String suffix, String defaultValue, String doc) {
+        return ConfigKey.choiceKey(suffix, defaultValue, Providers.names(), Providers::isKnown, doc);
     }
 
     /** Node settings from {@code conf}, listening on {@code bindHost} at the configured port. */

@@ -59,7 +59,6 @@ public final class PolicyServer implements AutoCloseable {
     private final Map<UUID, AtomicInteger> channelsPerPeer = new ConcurrentHashMap<>();
     private final Map<UUID, RegionScope> peerScopes = new ConcurrentHashMap<>();
     private final ScheduledThreadPoolExecutor timer;
-    private final AtomicInteger corruptResponses = new AtomicInteger();
 
     public PolicyServer(Node node, PolicyOptions options, PolicyMetrics metrics, RequestHandler handler) {
         this.node = node;
@@ -206,8 +205,7 @@ public final class PolicyServer implements AutoCloseable {
             if (first) {
                 answer.complete(run(frame));
             }
-            answer.thenAccept(response -> channel.send(corruptResponses.get() > 0 && corruptResponses.getAndDecrement() > 0
-                    ? flipped(response.encode()) : response.encode()));
+            answer.thenAccept(response -> channel.send(response.encode()));
         }
 
         private ControlFrame run(ControlFrame request) {
@@ -244,16 +242,6 @@ public final class PolicyServer implements AutoCloseable {
                 }
             }
         }
-    }
-
-    /** Test hook: flips a bit in the next {@code n} responses, as a corrupting link would. */
-    void corruptResponses(int n) {
-        corruptResponses.set(n);
-    }
-
-    private static ByteBuffer flipped(ByteBuffer frame) {
-        frame.put(frame.limit() / 2, (byte) (frame.get(frame.limit() / 2) ^ 0x01));
-        return frame;
     }
 
     private static Map<Long, CompletableFuture<ControlFrame>> boundedAnswers() {

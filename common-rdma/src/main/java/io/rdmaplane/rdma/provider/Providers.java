@@ -1,16 +1,21 @@
 package io.rdmaplane.rdma.provider;
 
-import io.rdmaplane.rdma.provider.tcp.TcpProvider;
-import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
+import java.util.ServiceConfigurationError;
+import java.util.ServiceLoader;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The providers this build knows, in order of preference, and the {@code auto} choice:
- * the first available one. Choosing a provider is configuration, never a code change.
+ * The providers on the class path, in order of preference, and the {@code auto} choice: the first
+ * available one. Choosing a provider is configuration, never a code change: providers are found
+ * with {@link ServiceLoader} (see {@link TransportProvider}), so this package names none of them.
  */
 public final class Providers {
     public static final String AUTO = "auto";
@@ -19,15 +24,54 @@ public final class Providers {
     private Providers() {
     }
 
-    /** Every provider of this build, most preferred first. */
-    public static List<TransportProvider> all() {
-        return List.of(VerbsProvider.INSTANCE, TcpProvider.INSTANCE);
+    /** Found once, on first use. */
+    private static final class Found {
+        static final List<TransportProvider> ALL = discover();
     }
 
-    /** The names the {@code provider} setting accepts. */
+    /**
+     * Loads with the SPI's own class loader, not the thread's context loader: the one that loaded this
+     * class (Spark's executor loader for the plug-in jar, an isolated loader in a test) sees its service files.
+     */
+    private static List<TransportProvider> discover() {
+        List<TransportProvider> found = new ArrayList<>();
+        Iterator<TransportProvider> it = ServiceLoader.load(TransportProvider.class, TransportProvider.class.getClassLoader())
+                .iterator();
+        while (true) {
+            TransportProvider p;
+            try {
+                if (!it.hasNext()) {
+                    break;
+                }
+                p = it.next();
+            } catch (ServiceConfigurationError e) {
+                LOG.warn("RDMA transport: skipping a provider that cannot be loaded: {}", e.toString());
+                continue;
+            }
+            if (found.stream().anyMatch(q -> q.name().equals(p.name()))) {
+                LOG.warn("RDMA transport: provider name '{}' is taken; ignoring {}", p.name(), p.getClass().getName());
+                continue;
+            }
+            found.add(p);
+        }
+        found.sort(Comparator.comparingInt(TransportProvider::preference).reversed().thenComparing(TransportProvider::name));
+        return List.copyOf(found);
+    }
+
+    /** The providers {@code auto} chooses from, most preferred first (those of negative preference left out). */
+    public static List<TransportProvider> all() {
+        return Found.ALL.stream().filter(p -> p.preference() >= 0).collect(Collectors.toList());
+    }
+
+    /** The names the {@code provider} setting lists: {@code auto} and those of {@link #all()}. */
     public static List<String> names() {
-        return java.util.stream.Stream.concat(java.util.stream.Stream.of(AUTO), all().stream().map(TransportProvider::name))
-                .collect(Collectors.toList());
+        return Stream.concat(Stream.of(AUTO), all().stream().map(TransportProvider::name)).collect(Collectors.toList());
+    }
+
+    /** True for {@code auto} and the name of any provider found, listed or not (case-insensitive). */
+    public static boolean isKnown(String name) {
+        String wanted = name.trim().toLowerCase(Locale.ROOT);
+        return wanted.equals(AUTO) || Found.ALL.stream().anyMatch(p -> p.name().equals(wanted));
     }
 
     /**
@@ -49,9 +93,11 @@ public final class Providers {
                 skipped.append(skipped.length() == 0 ? " (skipped: " : "; ")
                         .append(p.name()).append(": ").append(p.unavailabilityCause());
             }
-            throw new TransportException(Status.UNAVAILABLE, "no transport provider is available" + skipped);
+            throw new TransportException(Status.UNAVAILABLE, "no transport provider is available"
+                    + (Found.ALL.isEmpty() ? " (none found: no META-INF/services/" + TransportProvider.class.getName()
+                    + " on the class path)" : skipped.toString()));
         }
-        for (TransportProvider p : all()) {
+        for (TransportProvider p : Found.ALL) {
             if (p.name().equals(wanted)) {
                 if (!p.isAvailable()) {
                     throw new TransportException(Status.UNAVAILABLE,

@@ -3,10 +3,21 @@ package io.rdmaplane.rdma.provider;
 /**
  * One way of moving bytes (verbs, tcp). Probed once: {@link #isAvailable()} and
  * {@link #unavailabilityCause()} never change during the life of the JVM.
+ *
+ * <p>{@link Providers} finds implementations with {@link java.util.ServiceLoader}: each is named in a
+ * {@code META-INF/services/io.rdmaplane.rdma.provider.TransportProvider} file and has a public
+ * no-argument constructor. Nothing above the SPI names an implementation.
  */
 public interface TransportProvider {
     /** The name used in the {@code provider} setting. */
     String name();
+
+    /**
+     * Where {@code auto} tries this provider: higher first (verbs before tcp). A negative value
+     * means never chosen by {@code auto} nor listed among the setting's choices: such a provider
+     * (a test-only one) is used only where a setting names it.
+     */
+    int preference();
 
     boolean isAvailable();
 

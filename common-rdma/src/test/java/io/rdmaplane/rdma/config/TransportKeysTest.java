@@ -50,6 +50,12 @@ class TransportKeysTest {
     }
 
     @Test
+    void aTestOnlyProviderIsAcceptedButNotListed() {
+        assertEquals("auto, verbs, tcp", TransportKeys.PROVIDER.allowed(), "what the reference shows users");
+        assertEquals("faulty", conf(Map.of("spark.shuffle.rdma.provider", "Faulty")).get(TransportKeys.PROVIDER));
+    }
+
+    @Test
     void poolCapacityMessageNamesKeyValueAndRange() {
         ConfigException e = assertThrows(ConfigException.class,
                 () -> conf(Map.of("spark.shuffle.rdma.pool.capacity", "12q")).get(TransportKeys.POOL_CAPACITY));

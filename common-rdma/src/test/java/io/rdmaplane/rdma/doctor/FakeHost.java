@@ -155,6 +155,11 @@ final class FakeHost {
             }
 
             @Override
+            public int preference() {
+                return 200;
+            }
+
+            @Override
             public boolean isAvailable() {
                 return cause == null;
             }

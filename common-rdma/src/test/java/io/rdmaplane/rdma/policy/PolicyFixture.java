@@ -4,7 +4,7 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
-import io.rdmaplane.rdma.provider.tcp.TcpNode;
+import io.rdmaplane.rdma.provider.faulty.FaultyNode;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import java.nio.ByteBuffer;
 import java.time.Duration;
@@ -15,10 +15,13 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32C;
 
-/** A server node with a policy server and a client node with a policy client, over tcp on loopback. */
+/**
+ * A server node with a policy server and a client node with a policy client, over tcp on loopback;
+ * both nodes are {@link FaultyNode}s, so a test can cut, stall or corrupt what either sees.
+ */
 final class PolicyFixture implements AutoCloseable {
-    final TcpNode serverNode;
-    final TcpNode clientNode;
+    final FaultyNode serverNode;
+    final FaultyNode clientNode;
     final PolicyMetrics serverMetrics = new PolicyMetrics();
     final PolicyMetrics clientMetrics = new PolicyMetrics();
     final PolicyServer server;
@@ -29,8 +32,8 @@ final class PolicyFixture implements AutoCloseable {
     PolicyFixture(PolicyOptions serverOptions, PolicyOptions clientOptions, PolicyServer.RequestHandler handler)
             throws TransportException {
         NodeOptions nodeOptions = NodeOptions.loopback().withOperationTimeout(Duration.ofSeconds(2));
-        serverNode = (TcpNode) TcpProvider.INSTANCE.createNode(nodeOptions);
-        clientNode = (TcpNode) TcpProvider.INSTANCE.createNode(nodeOptions);
+        serverNode = new FaultyNode(TcpProvider.INSTANCE.createNode(nodeOptions));
+        clientNode = new FaultyNode(TcpProvider.INSTANCE.createNode(nodeOptions));
         server = new PolicyServer(serverNode, serverOptions, serverMetrics, (peer, request) -> {
             handled.incrementAndGet();
             return handler.handle(peer, request);

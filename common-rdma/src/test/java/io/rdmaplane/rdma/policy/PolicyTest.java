@@ -147,7 +147,7 @@ class PolicyTest {
             for (int i = 0; i < blocks; i++) {
                 reads.add(peer.read(block, landing, i * (4 << 20)));
             }
-            f.serverNode.injectConnectionCut();
+            f.serverNode.cutConnections();
             for (CompletableFuture<Void> r : reads) {
                 r.get(WAIT, TimeUnit.SECONDS);
             }
@@ -172,7 +172,7 @@ class PolicyTest {
             MemoryRegion landing = f.landing(4096);
             peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
             assertEquals(options.dataQueueDepth(), peer.channel(TrafficClass.DATA).window(), "first connect: full depth");
-            f.serverNode.injectConnectionCut();
+            f.serverNode.cutConnections();
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT);
             while (!f.transitions.contains("DATA:RECONNECTING->READY") && System.nanoTime() < deadline) {
                 Thread.sleep(5);
@@ -193,7 +193,7 @@ class PolicyTest {
             RemoteBlock block = f.exposeBlock(64 << 10, 7);
             MemoryRegion landing = f.landing(64 << 10);
             peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
-            f.serverNode.injectStall(true);
+            f.clientNode.stall(true); // the server stops answering, as the client sees it
             CompletableFuture<Void> read = peer.read(block, landing, 0);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT);
             while (!f.transitions.contains("DATA:SUSPECT->RECONNECTING") && System.nanoTime() < deadline) {
@@ -201,7 +201,7 @@ class PolicyTest {
             }
             assertTrue(f.transitions.contains("DATA:READY->SUSPECT"), f.transitions.toString());
             assertTrue(f.transitions.contains("DATA:SUSPECT->RECONNECTING"), f.transitions.toString());
-            f.serverNode.injectStall(false);
+            f.clientNode.stall(false);
             read.get(WAIT, TimeUnit.SECONDS);
             assertEquals(block.crc32c(), PolicyFixture.crc(landing.buffer()));
         }
@@ -232,7 +232,7 @@ class PolicyTest {
             f.server.markReady();
             PeerConnection peer = f.peer();
             peer.request(ByteBuffer.wrap(new byte[] {1})).get(WAIT, TimeUnit.SECONDS);
-            f.server.corruptResponses(1);
+            f.serverNode.corruptSends(1); // the next message the server sends: the answer
             ByteBuffer answer = peer.request(ByteBuffer.wrap(new byte[] {2, 3})).get(WAIT, TimeUnit.SECONDS);
             assertArrayEquals(new byte[] {2, 3}, new byte[] {answer.get(0), answer.get(1)});
             assertEquals(1, f.count("rdma.control.dropped"), "the corrupted response is counted and dropped");
@@ -249,7 +249,7 @@ class PolicyTest {
             MemoryRegion landing = f.landing(1 << 20);
             PeerConnection peer = f.peer();
             for (int i = 0; i < 5; i++) {
-                f.clientNode.injectReadCorruption(1);
+                f.clientNode.corruptReads(1);
                 peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
                 assertEquals(block.crc32c(), PolicyFixture.crc(landing.buffer()), "delivered bytes are intact");
             }
@@ -265,7 +265,7 @@ class PolicyTest {
             f.server.markReady();
             RemoteBlock block = f.exposeBlock(64 << 10, 9);
             MemoryRegion landing = f.landing(64 << 10);
-            f.clientNode.injectReadCorruption(2);
+            f.clientNode.corruptReads(2);
             ExecutionException e = assertThrows(ExecutionException.class,
                     () -> f.peer().read(block, landing, 0).get(WAIT, TimeUnit.SECONDS));
             BlockFetchException failure = assertInstanceOf(BlockFetchException.class, e.getCause());
@@ -282,10 +282,10 @@ class PolicyTest {
             RemoteBlock block = f.exposeBlock(64 << 10, 10);
             MemoryRegion landing = f.landing(64 << 10);
             PeerConnection peer = f.peer();
-            f.clientNode.injectReadCorruption(1);
+            f.clientNode.corruptReads(1);
             peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS); // first block: verified, caught, re-READ
             assertEquals(block.crc32c(), PolicyFixture.crc(landing.buffer()));
-            f.clientNode.injectReadCorruption(1);
+            f.clientNode.corruptReads(1);
             peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS); // not sampled: nobody looks
             assertEquals(2, f.count("rdma.checksum.checks"), "first block and its re-READ only");
             assertFalse(block.crc32c() == PolicyFixture.crc(landing.buffer()),
@@ -439,7 +439,7 @@ class PolicyTest {
                 assertEquals(8L << 20, registry.getGauges().get("rdma.pool.reduce.registeredBytes").getValue());
                 assertEquals(128L << 10, registry.getGauges().get("rdma.pool.reduce.inUseBytes").getValue());
             }
-            f.serverNode.injectConnectionCut();
+            f.serverNode.cutConnections();
             peer.read(block, f.landing(100_000), 0).get(WAIT, TimeUnit.SECONDS);
             assertTrue(f.count("rdma.reconnects") >= 1);
             assertTrue(f.clientMetrics.registry().counter("rdma.state.data.ready_to_reconnecting").getCount() >= 1);

@@ -3,8 +3,9 @@ package io.rdmaplane.rdma.policy;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
-import io.rdmaplane.rdma.provider.tcp.TcpNode;
+import io.rdmaplane.rdma.provider.faulty.FaultyNode;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
@@ -33,8 +34,8 @@ class ReconnectStormTest {
         ConcurrentLinkedQueue<Long> planned = new ConcurrentLinkedQueue<>();
         ConcurrentLinkedQueue<Long> started = new ConcurrentLinkedQueue<>();
         NodeOptions nodeOptions = NodeOptions.loopback().withOperationTimeout(Duration.ofSeconds(5));
-        try (TcpNode serverNode = (TcpNode) TcpProvider.INSTANCE.createNode(nodeOptions);
-             TcpNode clientNode = (TcpNode) TcpProvider.INSTANCE.createNode(nodeOptions);
+        try (FaultyNode serverNode = new FaultyNode(TcpProvider.INSTANCE.createNode(nodeOptions));
+             Node clientNode = TcpProvider.INSTANCE.createNode(nodeOptions);
              PolicyServer server = new PolicyServer(serverNode, options, new PolicyMetrics(), (peer, request) -> request).start();
              PolicyClient client = new PolicyClient(clientNode, options, new PolicyMetrics(), new PolicyClient.Listener() {
                  @Override
@@ -57,7 +58,7 @@ class ReconnectStormTest {
             started.clear();
 
             long cut = System.nanoTime();
-            serverNode.injectConnectionCut();
+            serverNode.cutConnections();
             roundTripOnEach(connections); // every connection answers again
             long recovered = System.nanoTime();
             for (PeerConnection c : connections) {

@@ -10,7 +10,6 @@ import io.rdmaplane.rdma.provider.TransportException;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
-import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.CancelledKeyException;
 import java.nio.channels.SelectionKey;
@@ -291,7 +290,7 @@ final class TcpChannel implements Channel {
         try {
             int reads = 0;
             long bytesThisTurn = 0;
-            while (!readPaused && state != State.CLOSED && state != State.CONNECTING && !node.stalled()) {
+            while (!readPaused && state != State.CLOSED && state != State.CONNECTING) {
                 if (payload == null && end - start >= Wire.HEADER_BYTES) {
                     int at = start;
                     start += Wire.HEADER_BYTES;
@@ -445,10 +444,6 @@ final class TcpChannel implements Channel {
         payload = null;
         payloadOp = null;
         if (op != null) {
-            if (node.takeReadCorruption()) {
-                int at = op.destination.capacity() / 2;
-                op.destination.put(at, (byte) (op.destination.get(at) ^ 0x10));
-            }
             finish(op.id, null);
             return;
         }
@@ -466,9 +461,9 @@ final class TcpChannel implements Channel {
                 Status.BAD_RESPONSE);
     }
 
-    void updateReadInterest() {
+    private void updateReadInterest() {
         if (state != State.CONNECTING) {
-            interest(SelectionKey.OP_READ, !readPaused && !node.stalled());
+            interest(SelectionKey.OP_READ, !readPaused);
         }
     }
 
@@ -570,16 +565,6 @@ final class TcpChannel implements Channel {
                     + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms with " + outstanding.get()
                     + " operations outstanding (operationTimeout)"), 0, Status.RETRY_EXCEEDED);
         }
-    }
-
-    /** Hard close with a reset, for fault injection. */
-    void abort(TransportException cause) {
-        try {
-            socket.setOption(StandardSocketOptions.SO_LINGER, 0);
-        } catch (IOException e) {
-            LOG.trace("cannot set SO_LINGER", e);
-        }
-        terminate(cause, 0, cause.status());
     }
 
     /**

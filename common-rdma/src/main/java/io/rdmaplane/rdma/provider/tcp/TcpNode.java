@@ -62,8 +62,6 @@ public final class TcpNode implements Node {
     private final long tickMillis;
     private boolean crowded; // node thread only
     private volatile boolean closed;
-    private volatile boolean stalled;
-    private final AtomicInteger corruptReads = new AtomicInteger();
     private volatile InetSocketAddress localAddress;
     private ServerSocketChannel server;
     private ChannelAcceptor acceptor;
@@ -84,7 +82,7 @@ public final class TcpNode implements Node {
 
     @Override
     public String providerName() {
-        return TcpProvider.INSTANCE.name();
+        return TcpProvider.NAME;
     }
 
     @Override
@@ -256,10 +254,6 @@ public final class TcpNode implements Node {
         channels.remove(channel);
     }
 
-    boolean stalled() {
-        return stalled;
-    }
-
     String name() {
         return name;
     }
@@ -393,40 +387,6 @@ public final class TcpNode implements Node {
             region.deregister();
         }
         LOG.debug("{} closed", name);
-    }
-
-    // ---- Fault injection, for tests of the layers above: no production path calls these. ----
-
-    /** Cuts every connection of this node at once, as a pulled cable would (peers see a reset). */
-    public void injectConnectionCut() {
-        execute(() -> {
-            TransportException cut = new TransportException(Status.RETRY_EXCEEDED, "connection cut (fault injection)");
-            for (TcpChannel channel : new ArrayList<>(channels)) {
-                channel.abort(cut);
-            }
-        });
-    }
-
-    /**
-     * Flips one bit in each of the next {@code reads} READ payloads that land on this node, as
-     * corruption on the wire would, to prove checksums catch it.
-     */
-    public void injectReadCorruption(int reads) {
-        corruptReads.set(reads);
-    }
-
-    /** True if this landed READ payload is one to corrupt (see {@link #injectReadCorruption}). */
-    boolean takeReadCorruption() {
-        return corruptReads.get() > 0 && corruptReads.getAndDecrement() > 0;
-    }
-
-    /** Stops (or resumes) reading from every connection, as a hung peer would: nothing is answered. */
-    public void injectStall(boolean stall) {
-        stalled = stall;
-        execute(() -> channels.forEach(channel -> guarded(channel, () -> {
-            channel.updateReadInterest();
-            channel.onReadable(); // a header may already wait in the inbox
-        })));
     }
 
     static void closeQuietly(java.io.Closeable closeable) {

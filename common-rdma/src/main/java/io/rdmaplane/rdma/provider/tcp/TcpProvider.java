@@ -12,14 +12,23 @@ import io.rdmaplane.rdma.provider.TransportProvider;
  * into the caller's registered buffer with no intermediate buffer.
  */
 public final class TcpProvider implements TransportProvider {
+    public static final String NAME = "tcp";
+    /** For code that wants tcp itself (tests, the tcp benchmark); the rest selects through {@code Providers}. */
     public static final TcpProvider INSTANCE = new TcpProvider();
 
-    private TcpProvider() {
+    /** Public for {@link java.util.ServiceLoader}; the provider holds no state. */
+    public TcpProvider() {
     }
 
     @Override
     public String name() {
-        return "tcp";
+        return NAME;
+    }
+
+    /** After verbs: tcp is the fallback that works everywhere. */
+    @Override
+    public int preference() {
+        return 100;
     }
 
     @Override

@@ -24,12 +24,14 @@ import org.slf4j.LoggerFactory;
  * address RDMA-CM binds to.
  */
 public final class VerbsProvider implements TransportProvider {
+    /** For code that wants verbs itself (its tests); the rest selects through {@code Providers}. */
     public static final VerbsProvider INSTANCE = new VerbsProvider();
     public static final String NAME = "verbs";
     static final String IMPL_PACKAGE = "io.rdmaplane.rdma.provider.verbs.impl.";
     private static final Logger LOG = LoggerFactory.getLogger(VerbsProvider.class);
 
-    private VerbsProvider() {
+    /** Public for {@link java.util.ServiceLoader}; every instance shares the one probe of this JVM. */
+    public VerbsProvider() {
     }
 
     /** The probe result, computed once on first use. */
@@ -40,6 +42,12 @@ public final class VerbsProvider implements TransportProvider {
     @Override
     public String name() {
         return NAME;
+    }
+
+    /** First: real RDMA wherever a device is usable. */
+    @Override
+    public int preference() {
+        return 200;
     }
 
     @Override

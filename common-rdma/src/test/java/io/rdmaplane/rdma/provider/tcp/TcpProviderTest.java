@@ -35,19 +35,22 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-/** What only the tcp provider has: its wire format facing hostile peers, and its fault hooks. */
+/**
+ * What only the tcp provider has: its wire format facing hostile peers, and its own timeouts and
+ * errors when the link stalls or is cut (a {@link TcpRelay} between the nodes).
+ */
 class TcpProviderTest {
     private static final int WAIT = 20;
-    private TcpNode server;
-    private TcpNode client;
+    private Node server;
+    private Node client;
     private MemoryRegion source;
 
     @BeforeEach
     void start() throws Exception {
         NodeOptions options = NodeOptions.loopback().withOperationTimeout(Duration.ofMillis(400));
-        server = (TcpNode) TcpProvider.INSTANCE.createNode(options);
+        server = TcpProvider.INSTANCE.createNode(options);
         server.listen(channel -> new ChannelHandler() { });
-        client = (TcpNode) TcpProvider.INSTANCE.createNode(options);
+        client = TcpProvider.INSTANCE.createNode(options);
         ByteBuffer memory = ByteBuffer.allocateDirect(1 << 20);
         new Random(1).ints(1 << 18).forEach(memory::putInt);
         source = server.register(memory.flip());
@@ -69,50 +72,56 @@ class TcpProviderTest {
 
     @Test
     void postingBeyondTheQueueDepthFailsAtOnceAndLeavesTheChannelUsable() throws Exception {
-        Channel channel = connect(4);
-        MemoryRegion landing = landing(5 * 4096);
-        server.injectStall(true);
-        List<CompletableFuture<Void>> held = new ArrayList<>();
-        for (int i = 0; i < 4; i++) {
-            held.add(channel.read(source.address(), source.rkey(), 4096, landing, i * 4096));
+        try (TcpRelay link = new TcpRelay(server.localAddress())) {
+            Channel channel = connect(link, 4);
+            MemoryRegion landing = landing(5 * 4096);
+            link.stall(true);
+            List<CompletableFuture<Void>> held = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                held.add(channel.read(source.address(), source.rkey(), 4096, landing, i * 4096));
+            }
+            CompletableFuture<Void> extra = channel.read(source.address(), source.rkey(), 4096, landing, 4 * 4096);
+            assertStatus(Status.QUEUE_FULL, extra);
+            assertEquals(4, channel.outstanding());
+            assertTrue(channel.isOpen());
+            link.stall(false);
+            for (CompletableFuture<Void> f : held) {
+                f.get(WAIT, TimeUnit.SECONDS);
+            }
+            channel.read(source.address(), source.rkey(), 4096, landing, 4 * 4096).get(WAIT, TimeUnit.SECONDS);
         }
-        CompletableFuture<Void> extra = channel.read(source.address(), source.rkey(), 4096, landing, 4 * 4096);
-        assertStatus(Status.QUEUE_FULL, extra);
-        assertEquals(4, channel.outstanding());
-        assertTrue(channel.isOpen());
-        server.injectStall(false);
-        for (CompletableFuture<Void> f : held) {
-            f.get(WAIT, TimeUnit.SECONDS);
-        }
-        channel.read(source.address(), source.rkey(), 4096, landing, 4 * 4096).get(WAIT, TimeUnit.SECONDS);
     }
 
     @Test
     void aPeerThatStopsAnsweringFailsOutstandingReadsAfterTheOperationTimeout() throws Exception {
-        Channel channel = connect(4);
-        server.injectStall(true);
-        CompletableFuture<Void> read = channel.read(source.address(), source.rkey(), 4096, landing(4096), 0);
-        assertStatus(Status.RETRY_EXCEEDED, read);
-        assertFalse(channel.isOpen());
+        try (TcpRelay link = new TcpRelay(server.localAddress())) {
+            Channel channel = connect(link, 4);
+            link.stall(true);
+            CompletableFuture<Void> read = channel.read(source.address(), source.rkey(), 4096, landing(4096), 0);
+            assertStatus(Status.RETRY_EXCEEDED, read);
+            assertFalse(channel.isOpen());
+        }
     }
 
     @Test
     void aCutConnectionFailsOutstandingReadsAndANewChannelWorks() throws Exception {
-        Channel channel = connect(16);
-        MemoryRegion landing = landing(1 << 20);
-        server.injectStall(true);
-        List<CompletableFuture<Void>> reads = new ArrayList<>();
-        for (int i = 0; i < 16; i++) {
-            reads.add(channel.read(source.address(), source.rkey(), 1 << 16, landing, i << 16));
+        try (TcpRelay link = new TcpRelay(server.localAddress())) {
+            Channel channel = connect(link, 16);
+            MemoryRegion landing = landing(1 << 20);
+            link.stall(true);
+            List<CompletableFuture<Void>> reads = new ArrayList<>();
+            for (int i = 0; i < 16; i++) {
+                reads.add(channel.read(source.address(), source.rkey(), 1 << 16, landing, i << 16));
+            }
+            link.cut();
+            for (CompletableFuture<Void> f : reads) {
+                assertStatus(Status.RETRY_EXCEEDED, f);
+            }
+            link.stall(false);
+            Channel fresh = connect(link, 4);
+            fresh.read(source.address(), source.rkey(), 4096, landing, 0).get(WAIT, TimeUnit.SECONDS);
+            assertArrayEquals(bytes(source.buffer().slice(0, 4096)), bytes(landing.buffer().slice(0, 4096)));
         }
-        server.injectConnectionCut();
-        for (CompletableFuture<Void> f : reads) {
-            assertStatus(Status.RETRY_EXCEEDED, f);
-        }
-        server.injectStall(false);
-        Channel fresh = connect(4);
-        fresh.read(source.address(), source.rkey(), 4096, landing, 0).get(WAIT, TimeUnit.SECONDS);
-        assertArrayEquals(bytes(source.buffer().slice(0, 4096)), bytes(landing.buffer().slice(0, 4096)));
     }
 
     @Test
@@ -217,6 +226,11 @@ class TcpProviderTest {
 
     private Channel connect(int depth) throws Exception {
         return client.connect(server.localAddress(), depth, new ChannelHandler() { }).get(WAIT, TimeUnit.SECONDS);
+    }
+
+    /** A channel to the server through {@code link}, which can stall or cut it. */
+    private Channel connect(TcpRelay link, int depth) throws Exception {
+        return client.connect(link.address(), depth, new ChannelHandler() { }).get(WAIT, TimeUnit.SECONDS);
     }
 
     private MemoryRegion landing(int size) throws TransportException {

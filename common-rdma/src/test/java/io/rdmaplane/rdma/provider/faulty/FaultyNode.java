@@ -1,0 +1,183 @@
+package io.rdmaplane.rdma.provider.faulty;
+
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelAcceptor;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A node that hands everything to another provider's node and injects the faults a test arms, as
+ * this node would see them on a bad link or a dying host. Only through the SPI, so the layers above
+ * are tested against faults without a hook in any production class:
+ * <ul>
+ * <li>{@link #cutConnections()}: every channel of this node breaks at once, as a pulled cable;</li>
+ * <li>{@link #stall(boolean)}: this node's peers stop answering it (completions and messages are
+ * held back, then delivered in order), as a hung link;</li>
+ * <li>{@link #corruptReads(int)} and {@link #corruptSends(int)}: one bit flipped in what lands here
+ * or leaves here, as corruption on the wire;</li>
+ * <li>{@link #closeAfterRequests(int)}: the node closes itself after answering so many requests, as
+ * a host dying mid-job.</li>
+ * </ul>
+ */
+public final class FaultyNode implements Node {
+    private static final Logger LOG = LoggerFactory.getLogger(FaultyNode.class);
+
+    private final Node inner;
+    private final Set<FaultyChannel> channels = ConcurrentHashMap.newKeySet();
+    private final AtomicInteger readsToCorrupt = new AtomicInteger();
+    private final AtomicInteger sendsToCorrupt = new AtomicInteger();
+    private final AtomicInteger requests = new AtomicInteger();
+    private volatile int closeAfterRequests;
+    private volatile boolean stalled;
+    private volatile boolean closed;
+
+    public FaultyNode(Node inner) {
+        this.inner = Objects.requireNonNull(inner, "inner");
+    }
+
+    // ---------------------------------------------------------------- the faults
+
+    /** Breaks every channel of this node now: its handlers and its peers see the connection lost. */
+    public void cutConnections() {
+        LOG.warn("fault injection: cutting {} channels of {}", channels.size(), this);
+        for (FaultyChannel channel : List.copyOf(channels)) {
+            channel.cut();
+        }
+    }
+
+    /**
+     * Stops (or resumes) what this node hears from its peers: completions of its operations and the
+     * messages it receives wait until the stall ends. A channel closed here meanwhile settles at once.
+     */
+    public void stall(boolean stall) {
+        stalled = stall;
+        if (!stall) {
+            for (FaultyChannel channel : List.copyOf(channels)) {
+                channel.resume();
+            }
+        }
+    }
+
+    /** Flips one bit in each of the next {@code reads} READ payloads that land on this node. */
+    public void corruptReads(int reads) {
+        readsToCorrupt.set(reads);
+    }
+
+    /** Flips one bit in each of the next {@code messages} messages this node sends. */
+    public void corruptSends(int messages) {
+        sendsToCorrupt.set(messages);
+    }
+
+    /**
+     * Closes this node (from another thread, as its own transport thread cannot) once it has answered
+     * {@code count} more requests: messages on channels peers opened to it, after each channel's first
+     * (the policy layer's HELLO; without a secret the handshake is that one message).
+     */
+    public void closeAfterRequests(int count) {
+        if (count < 1) {
+            throw new IllegalArgumentException("closeAfterRequests needs at least 1 request, was " + count);
+        }
+        requests.set(0);
+        closeAfterRequests = count;
+    }
+
+    /** Requests answered by this node so far (see {@link #closeAfterRequests}). */
+    public int requestsAnswered() {
+        return requests.get();
+    }
+
+    // ---------------------------------------------------------------- what the channels ask
+
+    boolean holds() {
+        return stalled && !closed;
+    }
+
+    boolean takeReadToCorrupt() {
+        return readsToCorrupt.get() > 0 && readsToCorrupt.getAndDecrement() > 0;
+    }
+
+    boolean takeSendToCorrupt() {
+        return sendsToCorrupt.get() > 0 && sendsToCorrupt.getAndDecrement() > 0;
+    }
+
+    void answered() {
+        int done = requests.incrementAndGet();
+        if (done == closeAfterRequests) {
+            LOG.error("########## TEST FAULT INJECTED: closing the node {} after it answered {} requests ##########", this, done);
+            Thread closer = new Thread(this::close, "rdma-fault-close");
+            closer.setDaemon(true);
+            closer.start();
+        }
+    }
+
+    void opened(FaultyChannel channel) {
+        channels.add(channel);
+    }
+
+    void forget(FaultyChannel channel) {
+        channels.remove(channel);
+    }
+
+    // ---------------------------------------------------------------- Node, passed on
+
+    @Override
+    public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
+        return inner.register(buffer, access);
+    }
+
+    @Override
+    public void listen(ChannelAcceptor acceptor) throws TransportException {
+        Objects.requireNonNull(acceptor, "acceptor");
+        inner.listen(channel -> {
+            FaultyChannel faulty = new FaultyChannel(this, channel);
+            ChannelHandler handler = acceptor.accept(faulty);
+            return handler == null ? null : faulty.acceptedWith(handler);
+        });
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return inner.localAddress();
+    }
+
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
+        Objects.requireNonNull(handler, "handler");
+        FaultyChannel faulty = new FaultyChannel(this, handler);
+        return inner.connect(peer, queueDepth, faulty.fromInner()).thenApply(faulty::connected);
+    }
+
+    @Override
+    public long registrationCount() {
+        return inner.registrationCount();
+    }
+
+    @Override
+    public String providerName() {
+        return FaultyProvider.NAME;
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        inner.close();
+    }
+
+    @Override
+    public String toString() {
+        return "faulty " + inner;
+    }
+}

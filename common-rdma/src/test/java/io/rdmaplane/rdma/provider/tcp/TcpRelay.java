@@ -1,0 +1,122 @@
+package io.rdmaplane.rdma.provider.tcp;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketException;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * A TCP relay on loopback between a tcp node and its peer, for the tcp provider's own tests of a link
+ * that stalls or is cut: each connection to {@link #address()} is forwarded to the target, byte for
+ * byte, by two threads. {@link #stall(boolean)} stops forwarding (the sockets' buffers fill up, as
+ * with a hung peer); {@link #cut()} resets every connection on both sides, as a pulled cable.
+ */
+final class TcpRelay implements AutoCloseable {
+    private final InetSocketAddress target;
+    private final ServerSocket server;
+    private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
+    private final Object gate = new Object();
+    private boolean stalled; // guarded by gate
+    private volatile boolean closed;
+
+    TcpRelay(InetSocketAddress target) throws IOException {
+        this.target = target;
+        this.server = new ServerSocket(0, 50, target.getAddress());
+        daemon("tcp-relay-accept", this::acceptLoop);
+    }
+
+    InetSocketAddress address() {
+        return new InetSocketAddress(server.getInetAddress(), server.getLocalPort());
+    }
+
+    void stall(boolean stall) {
+        synchronized (gate) {
+            stalled = stall;
+            gate.notifyAll();
+        }
+    }
+
+    /** Resets every connection open now (SO_LINGER 0); new ones are relayed as before. */
+    void cut() {
+        for (Socket socket : List.copyOf(sockets)) {
+            try {
+                socket.setSoLinger(true, 0);
+            } catch (SocketException e) {
+                // already closed
+            }
+            closeQuietly(socket);
+        }
+    }
+
+    private void acceptLoop() {
+        while (!closed) {
+            try {
+                Socket from = server.accept();
+                Socket to = new Socket(target.getAddress(), target.getPort());
+                sockets.add(from);
+                sockets.add(to);
+                daemon("tcp-relay-out", () -> pump(from, to));
+                daemon("tcp-relay-back", () -> pump(to, from));
+            } catch (IOException e) {
+                if (!closed) {
+                    throw new IllegalStateException("relay to " + target + " failed", e);
+                }
+            }
+        }
+    }
+
+    private void pump(Socket from, Socket to) {
+        byte[] buffer = new byte[64 << 10];
+        try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
+            for (int n; (n = in.read(buffer)) > 0; ) {
+                awaitNotStalled();
+                out.write(buffer, 0, n);
+            }
+        } catch (IOException | InterruptedException e) {
+            // the connection ended (or was cut): end its other half too
+        } finally {
+            sockets.remove(from);
+            sockets.remove(to);
+            closeQuietly(from);
+            closeQuietly(to);
+        }
+    }
+
+    private void awaitNotStalled() throws InterruptedException {
+        synchronized (gate) {
+            while (stalled && !closed) {
+                gate.wait();
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        stall(false);
+        closeQuietly(server);
+        for (Socket socket : List.copyOf(sockets)) {
+            closeQuietly(socket);
+        }
+    }
+
+    private static void daemon(String name, Runnable body) {
+        Thread t = new Thread(body, name);
+        t.setDaemon(true);
+        t.start();
+    }
+
+    private static void closeQuietly(java.io.Closeable closeable) {
+        try {
+            closeable.close();
+        } catch (IOException e) {
+            // nothing to do
+        }
+    }
+}

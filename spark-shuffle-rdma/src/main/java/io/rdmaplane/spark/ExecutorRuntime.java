@@ -9,8 +9,8 @@ import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportProvider;
-import io.rdmaplane.rdma.provider.tcp.TcpNode;
 import io.rdmaplane.spark.registry.RegistryClient;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import io.rdmaplane.spark.serve.ShuffleBlockServer;
@@ -20,7 +20,6 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -28,8 +27,8 @@ import org.slf4j.LoggerFactory;
  * What one executor JVM runs for RDMA shuffle, started once on its first RDMA shuffle task:
  * the data node (provider per configuration) with a {@link ShuffleBlockServer} answering LOCATE
  * for the {@link MapOutputStore}, a registered pool for reduce buffers, the {@link PolicyClient}
- * that READs from other executors, and a client of the driver's registry (on a tcp node of its
- * own), with which this executor registered its data address.
+ * that READs from other executors, and a client of the driver's registry (on a node of its own,
+ * {@code registry.provider}), with which this executor registered its data address.
  */
 final class ExecutorRuntime implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ExecutorRuntime.class);
@@ -76,68 +75,14 @@ final class ExecutorRuntime implements AutoCloseable {
         policyMetrics.watchPool("reduce", pool);
         policy = track(new PolicyClient(node, options, policyMetrics));
         server = track(new ShuffleBlockServer(node, options, policyMetrics, store));
-        Runnable breakNow = installFaultHook(conf);
-        installCorruptionHook(conf);
         server.start();
         NodeOptions registryNode = new NodeOptions(new InetSocketAddress(bindHost, 0), nodeOptions.maxMessageSize(),
                 nodeOptions.operationTimeout(), nodeOptions.acceptQueueDepth());
-        registry = track(new RegistryClient(registryNode, options, policyMetrics, registryAddress));
+        registry = track(new RegistryClient(Providers.select(conf.get(SparkRdmaConfig.REGISTRY_PROVIDER)), registryNode, options,
+                policyMetrics, registryAddress));
         registry.register(executorId, server.address());
         LOG.info("RDMA shuffle: executor {} serves shuffle blocks at {} over the {} provider (registry {})", executorId,
                 server.address(), node.providerName(), registryAddress);
-        if (breakNow != null) {
-            breakNow.run();
-        }
-    }
-
-    /**
-     * The test-only fault hook: this executor's data node is closed after N LOCATEs.
-     *
-     * @return what breaks the node at once (N = 0), to run once the executor is registered; else null
-     */
-    private Runnable installFaultHook(Conf conf) {
-        String victim = conf.get(SparkRdmaConfig.TEST_BREAK_EXECUTOR);
-        if (victim.isEmpty() || !victim.equals(executorId)) {
-            return null;
-        }
-        int after = conf.get(SparkRdmaConfig.TEST_BREAK_AFTER_LOCATES);
-        AtomicInteger answered = new AtomicInteger();
-        AtomicBoolean broken = new AtomicBoolean();
-        Node victimNode = node;
-        Runnable breakNode = () -> {
-            if (broken.compareAndSet(false, true)) {
-                LOG.error("########## TEST FAULT INJECTED: closing the RDMA data node of executor {} after {} LOCATE requests"
-                        + " (spark.shuffle.rdma.test.breakExecutor) ##########", executorId, answered.get());
-                // Not on the transport thread that answered the LOCATE: closing the node joins it.
-                Thread closer = new Thread(victimNode::close, "rdma-test-fault-" + executorId);
-                closer.setDaemon(true);
-                closer.start();
-            }
-        };
-        LOG.error("########## TEST FAULT HOOK ARMED: executor {} closes its RDMA data node after {} LOCATE requests ##########",
-                executorId, after);
-        server.setLocateListener(() -> {
-            if (answered.incrementAndGet() >= after) {
-                breakNode.run();
-            }
-        });
-        return after == 0 ? breakNode : null;
-    }
-
-    /** The test-only corruption hook: the next N READ payloads landing on this executor have a bit flipped. */
-    private void installCorruptionHook(Conf conf) {
-        int reads = conf.get(SparkRdmaConfig.TEST_CORRUPT_READS);
-        if (reads == 0 || !executorId.equals(conf.get(SparkRdmaConfig.TEST_CORRUPT_EXECUTOR))) {
-            return;
-        }
-        if (node instanceof TcpNode tcp) {
-            tcp.injectReadCorruption(reads);
-            LOG.error("########## TEST FAULT HOOK ARMED: executor {} corrupts the next {} READ payloads it receives"
-                    + " (spark.shuffle.rdma.test.corruptExecutor) ##########", executorId, reads);
-        } else {
-            LOG.error("########## TEST FAULT HOOK IGNORED: spark.shuffle.rdma.test.corruptReads needs the tcp provider, this"
-                    + " executor runs {} ##########", node.providerName());
-        }
     }
 
     private <T extends AutoCloseable> T track(T resource) {

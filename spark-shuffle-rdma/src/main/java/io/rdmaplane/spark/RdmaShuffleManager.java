@@ -93,7 +93,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
                 started = startRegistry();
             } catch (Exception | LinkageError e) {
                 reason = "the driver's executor registry did not start (" + e + "); check " + PREFIX
-                        + "registry.port and spark.driver.host, or set " + PREFIX + "enabled=false";
+                        + "registry.port, " + PREFIX + "registry.provider and spark.driver.host, or set " + PREFIX + "enabled=false";
             }
         } else if (settings.get(SparkRdmaConfig.REGISTRY_ADDRESS).isEmpty()) {
             reason = PREFIX + "registry.address is missing in this executor's conf, so the driver did not start its"
@@ -125,7 +125,8 @@ public final class RdmaShuffleManager implements ShuffleManager {
         NodeOptions base = TransportKeys.nodeOptions(settings, bindHost);
         NodeOptions options = new NodeOptions(new InetSocketAddress(bindHost, settings.get(SparkRdmaConfig.REGISTRY_PORT)),
                 base.maxMessageSize(), base.operationTimeout(), base.acceptQueueDepth());
-        ExecutorRegistry started = new ExecutorRegistry(options, PolicyKeys.policyOptions(settings, secret()), policyMetrics);
+        ExecutorRegistry started = new ExecutorRegistry(Providers.select(settings.get(SparkRdmaConfig.REGISTRY_PROVIDER)), options,
+                PolicyKeys.policyOptions(settings, secret()), policyMetrics);
         // Executors reach the driver by spark.driver.host; the registry listens there (or on the bind address).
         String advertised = firstSet(conf.get("spark.driver.host", null), bindHost);
         String address = SparkRdmaConfig.format(new InetSocketAddress(advertised, started.address().getPort()));

@@ -4,6 +4,7 @@ import io.rdmaplane.rdma.config.Conf;
 import io.rdmaplane.rdma.config.ConfigKey;
 import io.rdmaplane.rdma.config.ConfigRegistry;
 import io.rdmaplane.rdma.config.PolicyKeys;
+import io.rdmaplane.rdma.config.TransportKeys;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
@@ -27,20 +28,12 @@ public final class SparkRdmaConfig {
     public static final ConfigKey<String> REGISTRY_ADDRESS = ConfigKey.stringKey("registry.address", "",
             Pattern.compile("\\S+:[0-9]{1,5}"), "host:port",
             "Set by the driver (do not set it): where executors find the registry. Unset on an executor means it uses Spark's sort shuffle.");
-    public static final ConfigKey<String> TEST_BREAK_EXECUTOR = ConfigKey.stringKey("test.breakExecutor", "",
-            Pattern.compile("[A-Za-z0-9._-]+"), "an executor id",
-            "Test only: the executor whose RDMA data node is closed after test.breakAfterLocates LOCATE requests (a fault hook).");
-    public static final ConfigKey<Integer> TEST_BREAK_AFTER_LOCATES = ConfigKey.intKey("test.breakAfterLocates", 0, 0,
-            Integer.MAX_VALUE, "Test only: LOCATE requests the test.breakExecutor executor answers before its data node is closed.");
-    public static final ConfigKey<String> TEST_CORRUPT_EXECUTOR = ConfigKey.stringKey("test.corruptExecutor", "",
-            Pattern.compile("[A-Za-z0-9._-]+"), "an executor id",
-            "Test only: the executor (tcp provider) on which the next test.corruptReads READ payloads land with one bit flipped (a fault hook).");
-    public static final ConfigKey<Integer> TEST_CORRUPT_READS = ConfigKey.intKey("test.corruptReads", 0, 0, Integer.MAX_VALUE,
-            "Test only: READ payloads the test.corruptExecutor executor receives corrupted, to prove checksums catch it.");
+    public static final ConfigKey<String> REGISTRY_PROVIDER = TransportKeys.providerKey("registry.provider", "tcp",
+            "Transport of the driver's executor registry and of the executors' clients of it: control messages only, whatever"
+                    + " provider carries the data; tcp works everywhere.");
 
     private static final List<ConfigKey<?>> SPARK_KEYS = List.of(ENABLED, MAP_OUTPUT_CAPACITY, MAP_OUTPUT_MAP_FILES, MAX_BLOCKS_PER_SHUFFLE,
-            REGISTRY_PORT, REGISTRY_ADDRESS, TEST_BREAK_EXECUTOR, TEST_BREAK_AFTER_LOCATES, TEST_CORRUPT_EXECUTOR,
-            TEST_CORRUPT_READS);
+            REGISTRY_PORT, REGISTRY_ADDRESS, REGISTRY_PROVIDER);
 
     public static final ConfigRegistry REGISTRY = new ConfigRegistry("Spark shuffle", "spark.shuffle.rdma.",
             Stream.concat(PolicyKeys.SHARED.stream(), SPARK_KEYS.stream()).toList());

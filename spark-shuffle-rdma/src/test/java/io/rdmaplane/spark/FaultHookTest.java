@@ -10,6 +10,7 @@ import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.faulty.FaultyProvider;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.spark.registry.ExecutorRegistry;
 import io.rdmaplane.spark.serve.LocateProtocol;
@@ -22,23 +23,22 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
- * The test-only fault hook: the executor named by {@code test.breakExecutor} registers, answers
- * {@code test.breakAfterLocates} LOCATEs, then its data node is closed (connections refused);
- * any other executor is left alone.
+ * The fault the fallback tests inject into an executor, on a real executor runtime: the executor whose
+ * data node comes from the test-only {@code faulty} provider, armed to close after 2 requests, registers,
+ * answers 2 LOCATEs, then its data node is closed (connections refused); any other executor is left alone.
  */
 class FaultHookTest {
     @Test
     void theNamedExecutorClosesItsDataNodeAfterNLocates() throws Exception {
         Conf conf = SparkRdmaConfig.REGISTRY.bind(Map.of(
-                "spark.shuffle.rdma.test.breakExecutor", "7",
-                "spark.shuffle.rdma.test.breakAfterLocates", "2",
                 "spark.shuffle.rdma.pool.capacity", "8m",
                 "spark.shuffle.rdma.mapOutput.capacity", "8m")::get);
         PolicyOptions policy = PolicyKeysForTest.options(conf);
-        try (ExecutorRegistry registry = new ExecutorRegistry(NodeOptions.loopback(), policy, new PolicyMetrics());
+        FaultyProvider breaksAfterTwo = new FaultyProvider("tcp", node -> node.closeAfterRequests(2));
+        try (ExecutorRegistry registry = new ExecutorRegistry(TcpProvider.INSTANCE, NodeOptions.loopback(), policy, new PolicyMetrics());
              ExecutorRuntime healthy = ExecutorRuntime.start("6", "127.0.0.1", registry.address(), TcpProvider.INSTANCE, conf,
                      null, new PolicyMetrics(), new ShuffleMetrics());
-             ExecutorRuntime victim = ExecutorRuntime.start("7", "127.0.0.1", registry.address(), TcpProvider.INSTANCE, conf,
+             ExecutorRuntime victim = ExecutorRuntime.start("7", "127.0.0.1", registry.address(), breaksAfterTwo, conf,
                      null, new PolicyMetrics(), new ShuffleMetrics());
              Node clientNode = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
              PolicyClient client = new PolicyClient(clientNode, policy, new PolicyMetrics())) {

@@ -10,6 +10,7 @@ import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.spark.registry.RegistryClient;
 import java.net.InetSocketAddress;
 import java.time.Duration;
@@ -89,7 +90,7 @@ class RdmaShuffleManagerLocalTest {
             PolicyOptions noSecret = PolicyOptions.defaults()
                     .withTimeouts(Duration.ofMillis(200), Duration.ofSeconds(2), Duration.ofMillis(300))
                     .withReconnect(Duration.ofMillis(10), Duration.ZERO, Duration.ofMillis(20), 1);
-            try (RegistryClient stranger = new RegistryClient(NodeOptions.loopback(), noSecret, new PolicyMetrics(),
+            try (RegistryClient stranger = new RegistryClient(TcpProvider.INSTANCE, NodeOptions.loopback(), noSecret, new PolicyMetrics(),
                     SparkRdmaConfig.parseAddress(registry))) {
                 assertThrows(Exception.class, () -> stranger.register("intruder", new InetSocketAddress("127.0.0.1", 1)));
             } catch (TransportException e) {

@@ -1,9 +1,10 @@
 package io.rdmaplane.spark;
 
 import io.rdmaplane.rdma.policy.PolicyOptions;
+import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
-import io.rdmaplane.rdma.provider.tcp.TcpNode;
+import io.rdmaplane.rdma.provider.faulty.FaultyNode;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import io.rdmaplane.spark.serve.ShuffleBlockServer;
@@ -29,14 +30,19 @@ public final class ShuffleFixture {
                 .withChecksumSampleRate(1.0);
     }
 
-    public static TcpNode node() throws TransportException {
-        return (TcpNode) TcpProvider.INSTANCE.createNode(NodeOptions.loopback().withOperationTimeout(Duration.ofSeconds(2)));
+    public static Node node() throws TransportException {
+        return TcpProvider.INSTANCE.createNode(NodeOptions.loopback().withOperationTimeout(Duration.ofSeconds(2)));
+    }
+
+    /** A tcp node a test can inject faults into (cut, stall, corrupt). */
+    public static FaultyNode faultyNode() throws TransportException {
+        return new FaultyNode(node());
     }
 
     /** One executor's serving side: node, store, LOCATE server. */
     public static final class Executor implements AutoCloseable {
         public final String id;
-        public final TcpNode node;
+        public final Node node;
         public final ShuffleMetrics metrics = new ShuffleMetrics();
         public final MapOutputStore store;
         public final ShuffleBlockServer server;

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.faulty.FaultyProvider;
 import io.rdmaplane.spark.ShuffleMetrics;
 import java.util.List;
 import java.util.Map;
@@ -132,12 +133,14 @@ class RdmaShuffleFallbackTest {
      * Level 3: executor 1's data node is closed after it answered 3 LOCATEs, in the middle of the first job. Blocks
      * of executor 1 then come through Spark's Netty transfer, block by block: every result equals the baseline and
      * no task fails. Before that, the first 6 READ payloads landing on executor 0 have a bit flipped: with every
-     * block's checksum verified, each is caught (re-READ, then Netty), never delivered.
+     * block's checksum verified, each is caught (re-READ, then Netty), never delivered. The faults come from the
+     * test-only {@code faulty} provider (common-rdma's test jar, on the executors' class path), armed per executor
+     * by system properties ({@link #faults}).
      */
     @Test
     void fetchFallbackWhenAnExecutorBreaksMidJob() {
-        withCluster("fallback-fetch", c -> c.set(KEY + "test.breakExecutor", "1").set(KEY + "test.breakAfterLocates", "3")
-                        .set(KEY + "test.corruptExecutor", "0").set(KEY + "test.corruptReads", "6")
+        withCluster("fallback-fetch", c -> faults(c, Map.of("1." + FaultyProvider.CLOSE_AFTER_REQUESTS, "3",
+                                "0." + FaultyProvider.CORRUPT_READS, "6"))
                         .set(KEY + "checksum.sampleRate", "1"),
                 spark -> {
                     AtomicInteger failedTasks = new AtomicInteger();
@@ -164,6 +167,18 @@ class RdmaShuffleFallbackTest {
                     }
                     assertEquals(0, failedTasks.get(), "no task failed: the fallback is per block");
                 });
+    }
+
+    /**
+     * The data nodes of {@code conf}'s executors from the {@code faulty} provider, each armed with the faults of
+     * its executor id ({@code "<id>.<fault>" -> count}): Spark puts each executor's id in place of
+     * {@code {{EXECUTOR_ID}}} in its JVM options.
+     */
+    static SparkConf faults(SparkConf conf, Map<String, String> faults) {
+        StringBuilder options = new StringBuilder(conf.get("spark.executor.extraJavaOptions", ""))
+                .append(" -D").append(FaultyProvider.ID).append("={{EXECUTOR_ID}}");
+        faults.forEach((fault, count) -> options.append(" -D").append(FaultyProvider.PREFIX).append(fault).append('=').append(count));
+        return conf.set(KEY + "provider", FaultyProvider.NAME).set("spark.executor.extraJavaOptions", options.toString().trim());
     }
 
     /**

@@ -6,7 +6,7 @@ import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
-import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.provider.TransportProvider;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.Map;
@@ -15,9 +15,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The driver's registry of executors' RDMA addresses: a {@link PolicyServer} on a {@code tcp}
- * node (control requests only, whatever provider the executors use for data) answering REGISTER
- * and LOOKUP. An executor id is never reused by Spark, so an entry is never replaced by another
+ * The driver's registry of executors' RDMA addresses: a {@link PolicyServer} on a node of its own
+ * ({@code registry.provider}, tcp by default: control requests only, whatever provider the executors
+ * use for data) answering REGISTER and LOOKUP. An executor id is never reused by Spark, so an entry is never replaced by another
  * executor; a re-REGISTER of the same id (a restarted data node) updates it.
  */
 public final class ExecutorRegistry implements AutoCloseable {
@@ -28,8 +28,9 @@ public final class ExecutorRegistry implements AutoCloseable {
     private final PolicyServer server;
 
     /** Starts listening on {@code options.bindAddress()}; closes what it opened if that fails. */
-    public ExecutorRegistry(NodeOptions options, PolicyOptions policy, PolicyMetrics metrics) throws TransportException {
-        node = TcpProvider.INSTANCE.createNode(options);
+    public ExecutorRegistry(TransportProvider provider, NodeOptions options, PolicyOptions policy, PolicyMetrics metrics)
+            throws TransportException {
+        node = provider.createNode(options);
         try {
             server = new PolicyServer(node, policy, metrics, (peer, request) -> handle(request)).start();
             server.markReady();

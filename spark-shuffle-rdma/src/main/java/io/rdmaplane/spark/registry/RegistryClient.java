@@ -6,7 +6,7 @@ import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
-import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.provider.TransportProvider;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.time.Duration;
@@ -36,10 +36,13 @@ public final class RegistryClient implements AutoCloseable {
     private final Map<String, InetSocketAddress> found = new ConcurrentHashMap<>();
     private final Map<String, Long> missedAt = new ConcurrentHashMap<>();
 
-    /** @param nodeOptions options of the client's own tcp node (it does not listen) */
-    public RegistryClient(NodeOptions nodeOptions, PolicyOptions policy, PolicyMetrics metrics, InetSocketAddress registry)
-            throws TransportException {
-        this.node = TcpProvider.INSTANCE.createNode(nodeOptions);
+    /**
+     * @param provider    the registry's provider ({@code registry.provider})
+     * @param nodeOptions options of the client's own node (it does not listen)
+     */
+    public RegistryClient(TransportProvider provider, NodeOptions nodeOptions, PolicyOptions policy, PolicyMetrics metrics,
+                          InetSocketAddress registry) throws TransportException {
+        this.node = provider.createNode(nodeOptions);
         this.client = new PolicyClient(node, policy, metrics);
         this.registry = registry;
         // What the policy layer itself allows a request (connect, retries), plus a margin.

@@ -47,9 +47,9 @@ public final class ShuffleBlockServer implements AutoCloseable {
     }
 
     /**
-     * Runs after every LOCATE answered (the glue's fault hook counts them): on the transport
-     * thread, once the answer is computed and just before the policy layer sends it; it must be
-     * quick. An exception it throws is logged; the answer still goes out.
+     * Runs after every LOCATE answered (tests count them): on the transport thread, once the
+     * answer is computed and just before the policy layer sends it; it must be quick. An
+     * exception it throws is logged; the answer still goes out.
      */
     public void setLocateListener(Runnable listener) {
         this.locateListener = listener;

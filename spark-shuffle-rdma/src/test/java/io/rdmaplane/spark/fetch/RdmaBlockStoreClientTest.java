@@ -14,7 +14,8 @@ import io.rdmaplane.rdma.policy.PeerUnavailableException;
 import io.rdmaplane.rdma.policy.PolicyClient;
 import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.policy.RemoteBlock;
-import io.rdmaplane.rdma.provider.tcp.TcpNode;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.faulty.FaultyNode;
 import io.rdmaplane.spark.ShuffleFixture;
 import io.rdmaplane.spark.ShuffleFixture.Executor;
 import io.rdmaplane.spark.ShuffleMetrics;
@@ -57,7 +58,7 @@ class RdmaBlockStoreClientTest {
     Path dir;
     private Executor a;
     private Executor b;
-    private TcpNode readerNode;
+    private FaultyNode readerNode;
     private PolicyClient policy;
     private RegisteredMemoryPool pool;
     private final ShuffleMetrics metrics = new ShuffleMetrics();
@@ -73,7 +74,7 @@ class RdmaBlockStoreClientTest {
         b = new Executor("exec-b", 256L << 20);
         publish(a, 10, 11, 12);
         publish(b, 20, 21);
-        readerNode = ShuffleFixture.node();
+        readerNode = ShuffleFixture.faultyNode();
         policy = new PolicyClient(readerNode, ShuffleFixture.fastOptions(), metrics.policy());
         pool = new RegisteredMemoryPool(readerNode, new PoolOptions(64L << 20, Duration.ofSeconds(1)));
         fallback = new FakeFallback(expected::get);
@@ -340,11 +341,11 @@ class RdmaBlockStoreClientTest {
         RecordingListener listener = new RecordingListener(false);
         List<String> fromB = ids(b);
         try (RdmaBlockStoreClient client = client(both())) {
-            readerNode.injectReadCorruption(1); // one flipped bit: the policy's verified re-READ fixes it
+            readerNode.corruptReads(1); // one flipped bit: the policy's verified re-READ fixes it
             fetch(client, b, fromB.subList(0, 1), listener);
             listener.awaitSettled(1);
             // Every READ of the next block and every re-READ (3 pieces, each READ twice): it must not be delivered.
-            readerNode.injectReadCorruption(2 * 3);
+            readerNode.corruptReads(2 * 3);
             fetch(client, b, fromB.subList(1, 2), listener);
             listener.awaitSettled(2);
             fetch(client, b, fromB.subList(2, fromB.size()), listener);
@@ -415,7 +416,7 @@ class RdmaBlockStoreClientTest {
     @Test
     void testSegmentOfAnotherBlockIsNotDelivered() throws Exception {
         // A LOCATE server that answers with the segment of partition 1 for every block asked.
-        try (TcpNode node = ShuffleFixture.node(); MapOutputStore store = new MapOutputStore(node, 64L << 20, new ShuffleMetrics())) {
+        try (Node node = ShuffleFixture.node(); MapOutputStore store = new MapOutputStore(node, 64L << 20, new ShuffleMetrics())) {
             long[] lengths = {0, 500, 700, 900};
             assertTrue(store.publish(SHUFFLE, 99, ShuffleFixture.dataFile(dir, SHUFFLE, 99, lengths), lengths));
             PolicyServer liar = new PolicyServer(node, ShuffleFixture.fastOptions(), metrics.policy(), (peer, request) -> {

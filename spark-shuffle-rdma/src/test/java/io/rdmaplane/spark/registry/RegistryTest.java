@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.time.Duration;
@@ -57,9 +58,9 @@ class RegistryTest {
     void executorsRegisterAndLookUpOthers() throws Exception {
         PolicyOptions policy = PolicyOptions.defaults().withTimeouts(Duration.ofMillis(200), Duration.ofSeconds(5),
                 Duration.ofMillis(500));
-        try (ExecutorRegistry registry = new ExecutorRegistry(NodeOptions.loopback(), policy, new PolicyMetrics());
-             RegistryClient one = new RegistryClient(NodeOptions.loopback(), policy, new PolicyMetrics(), registry.address());
-             RegistryClient two = new RegistryClient(NodeOptions.loopback(), policy, new PolicyMetrics(), registry.address())) {
+        try (ExecutorRegistry registry = new ExecutorRegistry(TcpProvider.INSTANCE, NodeOptions.loopback(), policy, new PolicyMetrics());
+             RegistryClient one = new RegistryClient(TcpProvider.INSTANCE, NodeOptions.loopback(), policy, new PolicyMetrics(), registry.address());
+             RegistryClient two = new RegistryClient(TcpProvider.INSTANCE, NodeOptions.loopback(), policy, new PolicyMetrics(), registry.address())) {
             one.register("1", new InetSocketAddress("127.0.0.1", 5001));
             assertEquals(Map.of("1", new InetSocketAddress("127.0.0.1", 5001)), two.lookup(List.of("1", "3")));
             assertNull(two.cached("3"), "an unknown executor is not cached as found");
@@ -78,7 +79,7 @@ class RegistryTest {
         try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
             nobody = new InetSocketAddress("127.0.0.1", s.getLocalPort());
         }
-        try (RegistryClient client = new RegistryClient(NodeOptions.loopback(), policy, new PolicyMetrics(), nobody)) {
+        try (RegistryClient client = new RegistryClient(TcpProvider.INSTANCE, NodeOptions.loopback(), policy, new PolicyMetrics(), nobody)) {
             assertEquals(Map.of(), client.lookup(List.of("1")));
         }
     }

@@ -13,9 +13,9 @@ import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
-import io.rdmaplane.rdma.provider.tcp.TcpNode;
 import io.rdmaplane.spark.ShuffleFixture;
 import io.rdmaplane.spark.ShuffleFixture.Executor;
 import io.rdmaplane.spark.ShuffleMetrics;
@@ -51,7 +51,7 @@ class MapOutputStoreTest {
     @TempDir
     Path dir;
     private Executor executor;
-    private TcpNode readerNode;
+    private Node readerNode;
     private PolicyClient reader;
 
     @BeforeEach
@@ -344,7 +344,7 @@ class MapOutputStoreTest {
 
     @Test
     void testAProviderThatCannotRegisterFileMappingsGetsCopies() throws Exception {
-        try (TcpNode tcp = ShuffleFixture.node(); MapOutputStore store = new MapOutputStore(new NoReadOnlyMappings(tcp),
+        try (Node tcp = ShuffleFixture.node(); MapOutputStore store = new MapOutputStore(new NoReadOnlyMappings(tcp),
                 256L << 20, new ShuffleMetrics(), true)) {
             long[] lengths = {3000, 0, 5000};
             assertTrue(store.publish(1, 1, ShuffleFixture.dataFile(dir, 1, 1, lengths), lengths));
@@ -355,10 +355,10 @@ class MapOutputStoreTest {
     }
 
     /** A node like verbs on kernels before 6.2: read-only (file) mappings cannot be registered. */
-    private static final class NoReadOnlyMappings implements io.rdmaplane.rdma.provider.Node {
-        private final TcpNode delegate;
+    private static final class NoReadOnlyMappings implements Node {
+        private final Node delegate;
 
-        NoReadOnlyMappings(TcpNode delegate) {
+        NoReadOnlyMappings(Node delegate) {
             this.delegate = delegate;
         }
 

@@ -24,9 +24,8 @@ class ConfigReferenceTest {
     static final String REGENERATE = "mvn -B -q -pl integration-tests -am test -Dtest=ConfigReferenceTest"
             + " -Dsurefire.failIfNoSpecifiedTests=false -Drdma.config.write=true";
 
-    /** Keys the template leaves out: set by the driver itself, or test-only fault hooks. */
+    /** Keys the template leaves out: set by the driver itself. */
     static final List<String> NOT_IN_TEMPLATE = List.of("registry.address");
-    static final String TEST_ONLY = "test.";
 
     @Test
     void committedReferenceMatchesTheRegistries() throws IOException {
@@ -83,7 +82,7 @@ class ConfigReferenceTest {
             }
             for (ConfigKey<?> key : registry.keys()) {
                 boolean isShared = PolicyKeys.SHARED.stream().anyMatch(k -> k == key);
-                if (isShared != shared || key.suffix().startsWith(TEST_ONLY) || NOT_IN_TEMPLATE.contains(key.suffix())) {
+                if (isShared != shared || NOT_IN_TEMPLATE.contains(key.suffix())) {
                     continue;
                 }
                 out.append("\n# ").append(key.doc()).append(" Allowed: ").append(key.allowed()).append(".\n")

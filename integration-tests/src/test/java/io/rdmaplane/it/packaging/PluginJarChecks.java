@@ -41,6 +41,28 @@ final class PluginJarChecks {
         return names;
     }
 
+    /**
+     * The jar's service file lists the build's providers (verbs and tcp, not the test-only one), one per line as
+     * the shade's ServicesResourceTransformer merges them, and carries their classes: without it Providers finds none.
+     */
+    static void assertProvidersListed(Path jar, List<String> entries) throws IOException {
+        String service = "META-INF/services/io.rdmaplane.rdma.provider.TransportProvider";
+        List<String> listed;
+        try (ZipFile zip = new ZipFile(jar.toFile())) {
+            ZipEntry entry = zip.getEntry(service);
+            assertNotNull(entry, service + " in " + jar);
+            try (InputStream in = zip.getInputStream(entry)) {
+                listed = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8).lines().map(String::trim)
+                        .filter(line -> !line.isEmpty() && !line.startsWith("#")).sorted().collect(Collectors.toList());
+            }
+        }
+        assertEquals(List.of("io.rdmaplane.rdma.provider.tcp.TcpProvider", "io.rdmaplane.rdma.provider.verbs.VerbsProvider"),
+                listed, service + " in " + jar);
+        for (String provider : listed) {
+            assertTrue(entries.contains(provider.replace('.', '/') + ".class"), provider + " in " + jar);
+        }
+    }
+
     /** A loader of the jar and {@code beside} only (no test class path), which finds the native library in the jar. */
     static URLClassLoader isolatedLoader(String name, Path jar, List<Path> beside) throws IOException {
         List<URL> urls = new ArrayList<>();

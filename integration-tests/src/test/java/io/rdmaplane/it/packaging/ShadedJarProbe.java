@@ -30,6 +30,7 @@ public final class ShadedJarProbe {
         // extracts and loads libdisni.so from the jar (null cause), or says why it cannot (e.g. no libibverbs)
         facts.put("disniCause", String.valueOf(DisniRuntime.unavailabilityCause()));
         facts.put("verbsCause", String.valueOf(VerbsProvider.INSTANCE.unavailabilityCause()));
+        facts.put("providers", String.valueOf(Providers.names()));
         try (Node node = Providers.select(Providers.AUTO).createNode(NodeOptions.loopback())) {
             facts.put("provider", node.providerName());
             RegisteredMemoryPool pool = new RegisteredMemoryPool(node, new PoolOptions(8 << 20, Duration.ofSeconds(1)));

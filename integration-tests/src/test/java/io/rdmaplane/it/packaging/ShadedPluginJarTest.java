@@ -65,6 +65,7 @@ class ShadedPluginJarTest {
                 "io/rdmaplane/shaded/arrow/memory/unsafe/UnsafeAllocationManager.class")) {
             assertTrue(names.contains(needed), needed + " in " + jar);
         }
+        PluginJarChecks.assertProvidersListed(jar, names);
     }
 
     @Test
@@ -87,6 +88,7 @@ class ShadedPluginJarTest {
             @SuppressWarnings("unchecked")
             Map<String, String> facts = (Map<String, String>) new PluginJarChecks.ProbeLoader("shaded-plugin-probe", isolated, ShadedJarProbe.class).loadClass(ShadedJarProbe.class.getName())
                     .getMethod("run").invoke(null);
+            assertEquals("[auto, verbs, tcp]", facts.get("providers"), "found through the jar's service file: " + facts);
             assertEquals("io.rdmaplane.shaded.metrics.MetricRegistry", facts.get("metricRegistry"), facts.toString());
             assertTrue(facts.get("arrowAllocator").startsWith("io.rdmaplane.shaded.arrow.memory."), facts.toString());
             assertTrue(facts.get("arrowBuf").startsWith("io.rdmaplane.shaded.arrow.memory."), facts.toString());

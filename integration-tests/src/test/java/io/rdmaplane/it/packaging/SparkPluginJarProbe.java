@@ -1,5 +1,6 @@
 package io.rdmaplane.it.packaging;
 
+import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.verbs.DisniRuntime;
 import io.rdmaplane.spark.RdmaShuffleManager;
 import java.util.ArrayList;
@@ -24,6 +25,7 @@ public final class SparkPluginJarProbe {
     public static Map<String, String> run() {
         Map<String, String> facts = new LinkedHashMap<>();
         facts.put("disniCause", String.valueOf(DisniRuntime.unavailabilityCause()));
+        facts.put("providers", String.valueOf(Providers.names()));
         SparkConf conf = new SparkConf(false).setMaster("local[2]").setAppName("spark-plugin-jar")
                 .set("spark.ui.enabled", "false")
                 .set("spark.driver.host", "127.0.0.1")

@@ -79,6 +79,7 @@ class SparkPluginJarTest {
                 "com/ibm/disni/verbs/impl/NativeDispatcher.class")) {
             assertTrue(names.contains(needed), needed + " in " + jar);
         }
+        PluginJarChecks.assertProvidersListed(jar, names);
     }
 
     @Test
@@ -101,6 +102,7 @@ class SparkPluginJarTest {
             assertEquals("spark-plugin", facts.get("sparkLoader"), facts.toString());
             assertEquals("10", facts.get("keys"), facts.toString());
             assertEquals("10000", facts.get("records"), facts.toString());
+            assertEquals("[auto, verbs, tcp]", facts.get("providers"), "found through the jar's service file: " + facts);
             assertEquals("tcp", facts.get("report.provider"), facts.toString());
             assertEquals("0", facts.get("report.rdma.shuffle.fallback.app"), facts.toString());
             assertTrue(Long.parseLong(facts.get("report.rdma.shuffle.published.maps")) >= 4, facts.toString());

@@ -13,6 +13,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 log() { echo "bench-perftest: $*"; }
+RDMA_VM_PROG=bench-perftest
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 # ---------------------------------------------------------------- inside the VM
 if [ "${1:-}" = --in-vm ]; then
@@ -67,15 +70,16 @@ done
 pom_property() { tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '; }
 work=$root/integration-tests/target/vm-bench
 mkdir -p "$work"
-mvn=(mvn -B -q -f "$root/pom.xml")
 if [ "$build" = 1 ]; then
-  log "building and installing the modules on the host"
-  "${mvn[@]}" -DskipTests install
+  # A reactor build: the class path it writes names the sibling modules' jars in their target
+  # directories. Nothing is installed into ~/.m2.
+  log "building the modules and integration-tests' class path on the host"
+  vm_mvn "$work/build.log" -pl integration-tests -am -DskipTests package
 fi
-"${mvn[@]}" -pl integration-tests dependency:build-classpath -Dmdep.outputFile="$work/deps.txt" >/dev/null
+[ -d "$root/integration-tests/target/classes" ] || { log "integration-tests is not built (drop --no-build)"; exit 2; }
 {
   printf 'BENCH_JVM_FLAGS=%q\n' "-Xmx1g -Drdma.verbs.completion=$completion $(pom_property rdma.jvm.module.flags)"
-  printf 'BENCH_CLASSPATH=%q\n' "$root/integration-tests/target/classes:$(cat "$work/deps.txt")"
+  printf 'BENCH_CLASSPATH=%q\n' "$root/integration-tests/target/classes:$(vm_test_classpath integration-tests)"
   printf 'BENCH_ROUNDS=%q\n' "$rounds"
   printf 'BENCH_COMPLETION=%q\n' "$completion"
 } > "$work/plan.sh"

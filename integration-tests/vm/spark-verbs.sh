@@ -189,12 +189,13 @@ if [ "$cds" = 1 ]; then
   # shellcheck disable=SC2086
   if [ -s "$work/cds/driver.jsa" ] && [ -s "$work/cds/executor.jsa" ] \
      && java $driver_flags $module_flags -Xshare:on -XX:SharedArchiveFile="$work/cds/driver.jsa" -cp "$launcher:$classpath" \
-          -version > /dev/null 2>&1; then
+          -version > "$work/cds/check.log" 2>&1; then
     driver_cds="-XX:SharedArchiveFile=$work/cds/driver.jsa"
     executor_cds="-XX:SharedArchiveFile=$work/cds/executor.jsa"
     log "class-data sharing: on (archives in $work/cds)"
   else
     log "class-data sharing: off (no usable archive)"
+    [ -s "$work/cds/check.log" ] && tail -5 "$work/cds/check.log" >&2
   fi
 fi
 {

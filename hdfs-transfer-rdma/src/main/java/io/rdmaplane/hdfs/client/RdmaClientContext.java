@@ -1,7 +1,6 @@
 package io.rdmaplane.hdfs.client;
 
 import com.codahale.metrics.MetricRegistry;
-import io.rdmaplane.hdfs.HdfsRdmaConfig;
 import io.rdmaplane.rdma.config.Conf;
 import io.rdmaplane.rdma.config.PolicyKeys;
 import io.rdmaplane.rdma.config.TransportKeys;
@@ -62,8 +61,12 @@ final class RdmaClientContext {
         LOG.info("HDFS RDMA reads enabled in this JVM over the {} provider", node.providerName());
     }
 
-    /** The JVM's context, or null when it could not be made (logged once; HDFS then reads over TCP). */
-    static RdmaClientContext get(Configuration conf, Conf c) {
+    /**
+     * The JVM's context, or null when it could not be made (logged once; HDFS then reads over TCP).
+     *
+     * @param c validated client settings; the first call's make the context
+     */
+    static RdmaClientContext get(Conf c) {
         RdmaClientContext ctx = instance;
         if (ctx != null || initFailure != null) {
             return ctx;
@@ -71,9 +74,6 @@ final class RdmaClientContext {
         synchronized (RdmaClientContext.class) {
             if (instance == null && initFailure == null) {
                 try {
-                    java.util.List<String> names = new java.util.ArrayList<>();
-                    conf.forEach(e -> names.add(e.getKey()));
-                    HdfsRdmaConfig.CLIENT.checkNoUnknownKeys(names); // a typo is an error naming the key, not ignored
                     instance = new RdmaClientContext(c);
                 } catch (Throwable t) {
                     initFailure = t;

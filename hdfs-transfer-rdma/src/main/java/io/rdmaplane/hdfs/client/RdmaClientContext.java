@@ -64,7 +64,7 @@ final class RdmaClientContext {
     /**
      * The JVM's context, or null when it could not be made (logged once; HDFS then reads over TCP).
      *
-     * @param c validated client settings; the first call's make the context
+     * @param c validated client settings; the first call's settings make the context
      */
     static RdmaClientContext get(Conf c) {
         RdmaClientContext ctx = instance;

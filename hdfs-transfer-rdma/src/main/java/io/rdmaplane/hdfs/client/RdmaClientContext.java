@@ -1,6 +1,7 @@
 package io.rdmaplane.hdfs.client;
 
 import com.codahale.metrics.MetricRegistry;
+import io.rdmaplane.hdfs.HdfsRdmaConfig;
 import io.rdmaplane.rdma.config.Conf;
 import io.rdmaplane.rdma.config.PolicyKeys;
 import io.rdmaplane.rdma.config.TransportKeys;
@@ -11,7 +12,9 @@ import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.Providers;
 import java.io.IOException;
 import java.net.URI;
+import java.util.Collections;
 import java.util.Map;
+import java.util.WeakHashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -35,6 +38,13 @@ final class RdmaClientContext {
     private static final PolicyMetrics METRICS = new PolicyMetrics();
     private static volatile RdmaClientContext instance;
     private static volatile Throwable initFailure;
+    /**
+     * Client settings already validated, per Configuration: HDFS hands every block reader of a client
+     * the same one, and checking its thousand names on each would cost more than a small READ. Like
+     * HDFS's own client settings, names are checked when the client first reads (values on every get).
+     * Weak keys: a closed client's configuration is not kept; identity, as Configuration has no equals.
+     */
+    private static final Map<Configuration, Conf> VALIDATED = Collections.synchronizedMap(new WeakHashMap<>());
 
     final Node node;
     final PolicyClient policy;
@@ -59,6 +69,20 @@ final class RdmaClientContext {
             throw e;
         }
         LOG.info("HDFS RDMA reads enabled in this JVM over the {} provider", node.providerName());
+    }
+
+    /**
+     * The client's validated {@code dfs.rdma.*} settings in {@code conf}.
+     *
+     * @throws io.rdmaplane.rdma.config.ConfigException naming every unknown key and bad value
+     */
+    static Conf settings(Configuration conf) {
+        Conf c = VALIDATED.get(conf);
+        if (c == null) {
+            c = HdfsRdmaConfig.client(conf);
+            VALIDATED.put(conf, c);
+        }
+        return c;
     }
 
     /**

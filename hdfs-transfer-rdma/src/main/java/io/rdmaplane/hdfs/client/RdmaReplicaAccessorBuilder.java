@@ -110,7 +110,7 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
         }
         Conf c;
         try {
-            c = HdfsRdmaConfig.client(conf);
+            c = RdmaClientContext.settings(conf);
         } catch (ConfigException bad) {
             RdmaClientContext.count("hdfs.client.configErrors");
             return new MisconfiguredReplicaAccessor(bad);

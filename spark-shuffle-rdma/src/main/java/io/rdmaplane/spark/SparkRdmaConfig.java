@@ -27,7 +27,8 @@ public final class SparkRdmaConfig {
             "Port of the driver's executor registry, where executors register their RDMA address (0 = any free port).");
     public static final ConfigKey<String> REGISTRY_ADDRESS = ConfigKey.stringKey("registry.address", "",
             Pattern.compile("\\S+:[0-9]{1,5}"), "host:port",
-            "Set by the driver (do not set it): where executors find the registry. Unset on an executor means it uses Spark's sort shuffle.");
+            "Set by the driver (do not set it): where executors find the registry. Unset on an executor means it uses Spark's sort shuffle.")
+            .internal();
     public static final ConfigKey<String> REGISTRY_PROVIDER = TransportKeys.providerKey("registry.provider", "tcp",
             "Transport of the driver's executor registry and of the executors' clients of it: control messages only, whatever"
                     + " provider carries the data; tcp works everywhere.");
@@ -41,27 +42,18 @@ public final class SparkRdmaConfig {
     private SparkRdmaConfig() {
     }
 
-    /** The plug-in's settings in {@code conf} (read on each get, so a later set is seen). */
-    public static Conf bind(SparkConf conf) {
-        return REGISTRY.bind(name -> conf.contains(name) ? conf.get(name) : null);
-    }
-
     /**
-     * Checks every setting under the prefix: an unknown name or a bad value is an error naming the key.
+     * The plug-in's settings in {@code conf}, validated the way every product's are (read on each
+     * get, so the registry address the driver sets later is seen).
      *
-     * @throws io.rdmaplane.rdma.config.ConfigException naming the key
+     * @throws io.rdmaplane.rdma.config.ConfigException naming every unknown key and bad value
      */
     public static Conf validated(SparkConf conf) {
         List<String> names = new ArrayList<>();
         for (Tuple2<String, String> entry : conf.getAll()) {
             names.add(entry._1());
         }
-        REGISTRY.checkNoUnknownKeys(names);
-        Conf bound = bind(conf);
-        for (ConfigKey<?> key : REGISTRY.keys()) {
-            bound.get(key);
-        }
-        return bound;
+        return REGISTRY.validate(names, name -> conf.contains(name) ? conf.get(name) : null);
     }
 
     /** Parses a {@code host:port} the registry published. */

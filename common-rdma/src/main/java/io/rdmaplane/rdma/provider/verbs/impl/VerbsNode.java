@@ -18,6 +18,7 @@ import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeArguments;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -215,17 +216,7 @@ public final class VerbsNode implements Node {
 
     @Override
     public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
-        Objects.requireNonNull(buffer, "buffer");
-        Objects.requireNonNull(access, "access");
-        if (!buffer.isDirect()) {
-            throw new IllegalArgumentException("only direct buffers can be registered (as with ibv_reg_mr, memory must not move)");
-        }
-        if (!buffer.hasRemaining()) {
-            throw new IllegalArgumentException("cannot register an empty buffer");
-        }
-        if (buffer.isReadOnly() && access.contains(Access.LOCAL_WRITE)) {
-            throw new IllegalArgumentException("a read-only buffer cannot be registered with LOCAL_WRITE access");
-        }
+        NodeArguments.checkRegister(buffer, access);
         ByteBuffer memory = buffer.slice();
         long address = Verbs.address(memory);
         // Read-only memory (a file mapping) is pinned without write access: no LOCAL_WRITE flag.
@@ -326,11 +317,7 @@ public final class VerbsNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
-        Objects.requireNonNull(peer, "peer");
-        Objects.requireNonNull(handler, "handler");
-        if (queueDepth < 1) {
-            throw new IllegalArgumentException("queueDepth must be at least 1, was " + queueDepth);
-        }
+        NodeArguments.checkConnect(peer, queueDepth, handler);
         CompletableFuture<Channel> connected = new CompletableFuture<>();
         if (closed.get()) {
             connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));

@@ -6,6 +6,7 @@ import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import java.lang.reflect.InvocationTargetException;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Objects;
 import java.util.stream.Collectors;
@@ -83,7 +84,7 @@ public final class VerbsProvider implements TransportProvider {
         List<RdmaDevices.Port> ports = RdmaDevices.ports();
         String devices = describe(ports);
         if (ports.isEmpty()) {
-            return unavailable("no RDMA device (nothing under " + RdmaDevices.DEFAULT_ROOT + "): " + RdmaDevices.howToGetOne(),
+            return unavailable("no RDMA device (nothing under " + RdmaDevices.classDir(Path.of("/")) + "): " + RdmaDevices.howToGetOne(),
                     null);
         }
         if (!DisniRuntime.isAvailable()) {

@@ -520,7 +520,8 @@ public final class Doctor {
             return "use a common-rdma jar built with its native library (the build needs gcc, libibverbs-dev, librdmacm-dev)";
         }
         if (m.contains("extract") || m.contains("failed to map") || m.contains("noexec")) {
-            return "point -Drdmaplane.native.tmpdir=DIR at a writable folder that is not mounted noexec";
+            return "set the product's verbs.native.tmpdir (spark.shuffle.rdma.verbs.native.tmpdir, dfs.rdma.verbs.native.tmpdir,"
+                    + " dfs.datanode.rdma.verbs.native.tmpdir) to a writable folder that is not mounted noexec";
         }
         return "`apt-get install rdma-core libibverbs1 librdmacm1 ibverbs-providers`, then see the cause above";
     }

@@ -303,7 +303,7 @@ class DoctorChecksTest {
         assertTrue(Doctor.libraryFix(new UnsatisfiedLinkError("no bundled native library native/linux-ppc64le/libdisni.so"))
                 .contains("built with its native library"));
         assertTrue(Doctor.libraryFix(new java.io.IOException("cannot extract DiSNI's native library: x"))
-                .contains("rdmaplane.native.tmpdir"));
+                .contains("verbs.native.tmpdir"));
         assertTrue(Doctor.libraryFix(new IllegalStateException("odd")).contains("apt-get install"));
     }
 }

@@ -19,6 +19,7 @@ import io.rdmaplane.rdma.provider.LocalAccess;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import java.io.IOException;
 import java.net.SocketAddress;
 import java.nio.ByteBuffer;
@@ -43,7 +44,7 @@ import org.slf4j.LoggerFactory;
  * handler and answers with its own HELLO. That answer is the READY: the connecting end's future
  * completes on it, and nothing the acceptor sends can overtake it.
  *
- * <p><b>Large READs.</b> A READ longer than the node's READ piece ({@code rdma.verbs.readPieceBytes},
+ * <p><b>Large READs.</b> A READ longer than the node's READ piece ({@link VerbsOptions#readPieceBytes()},
  * 256 KiB by default) is posted as several work requests over consecutive ranges, each signaled
  * (progress for the operation timeout); an RC send queue completes in order, so the op
  * completes with its last piece, and an error on any piece fails it. Soft-RoCE needs this: it
@@ -67,7 +68,7 @@ final class VerbsChannel extends AbstractChannel {
     /** Work-request slots beyond the queue depth, for HELLO and CREDIT frames. */
     static final int CONTROL_SLOTS = 4;
     /** Send-queue entries beyond the queue depth, for the extra work requests of split READs. */
-    static final int SQ_SPARE = 64;
+    static final int SQ_SPARE = VerbsOptions.MAX_READ_PIECES;
     private static final long RECV_FLAG = 1L << 31;
 
     private enum Kind { READ, SEND, CONTROL }

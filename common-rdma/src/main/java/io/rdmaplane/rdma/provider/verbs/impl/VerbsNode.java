@@ -18,6 +18,7 @@ import io.rdmaplane.rdma.provider.NodeArguments;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
 import java.io.IOException;
 import java.net.Inet4Address;
@@ -27,7 +28,6 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
@@ -49,8 +49,8 @@ import org.slf4j.LoggerFactory;
  * operation timeouts on each tick.
  * <li>The <b>completion thread</b> ({@link CompletionPoller}) polls the CQ: by default it sleeps
  * on the completion channel and drains the CQ on each event; with
- * {@code -Drdma.verbs.completion=poll} (or the two-argument constructor) it busy-polls, trading
- * a core for latency.
+ * {@link VerbsOptions#busyPollCompletions()} (the products' {@code verbs.completion=poll}) it
+ * busy-polls, trading a core for latency.
  * </ul>
  * Closing the node closes its channels (each QP to the error state, the peers told), waits
  * briefly for the peers' disconnect acknowledgements, stops both threads, then destroys QPs,
@@ -60,13 +60,6 @@ public final class VerbsNode implements Node {
     private static final Logger LOG = LoggerFactory.getLogger(VerbsNode.class);
     private static final AtomicInteger NODE_IDS = new AtomicInteger();
     private static final AtomicInteger CHANNEL_IDS = new AtomicInteger();
-    /** CM thread tick: how late a queued CM task (connect, listen) may start, and the timeout check period. */
-    private static final int CM_TICK_MS = Integer.getInteger("rdma.verbs.cmTickMillis", 10);
-    private static final int RECEIVE_BUFFERS = Integer.getInteger("rdma.verbs.receiveBuffers", 32);
-    private static final int CQ_ENTRIES = Integer.getInteger("rdma.verbs.cqEntries", 16384);
-    /** Longest work request of a READ (see VerbsChannel); at least 8 MiB / SQ_SPARE, so a READ always fits. */
-    private static final int READ_PIECE = Math.max(io.rdmaplane.rdma.provider.Channel.MAX_READ_BYTES / VerbsChannel.SQ_SPARE,
-            Math.min(io.rdmaplane.rdma.provider.Channel.MAX_READ_BYTES, Integer.getInteger("rdma.verbs.readPieceBytes", 256 << 10)));
 
     final NodeOptions options;
     private final String name;
@@ -89,11 +82,8 @@ public final class VerbsNode implements Node {
     private volatile ChannelAcceptor acceptor;
     private volatile InetSocketAddress localAddress;
 
+    /** Opens the device of {@code options}' bind address; its {@link NodeOptions#verbs()} tune this node. */
     public VerbsNode(NodeOptions options) throws TransportException {
-        this(options, "poll".equals(System.getProperty("rdma.verbs.completion", "event").toLowerCase(Locale.ROOT)));
-    }
-
-    public VerbsNode(NodeOptions options, boolean busyPoll) throws TransportException {
         this.options = Objects.requireNonNull(options, "options");
         this.name = "rdma-verbs-node-" + NODE_IDS.incrementAndGet();
         if (!(options.bindAddress().getAddress() instanceof Inet4Address)) {
@@ -120,7 +110,7 @@ public final class VerbsNode implements Node {
             if (compChannel == null) {
                 throw new IOException("ibv_create_comp_channel failed");
             }
-            int entries = CQ_ENTRIES;
+            int entries = options.verbs().cqEntries();
             while (queue == null) {
                 try {
                     queue = context.createCQ(compChannel, entries, 0);
@@ -150,12 +140,12 @@ public final class VerbsNode implements Node {
         // A few entries stay spare for completions of QPs destroyed but not yet drained.
         this.cqFree = new AtomicInteger(cqCapacity - 64);
         this.sendPool = new SendPool(pd, options.maxMessageSize() + Frames.HEADER);
-        this.cm = new CmEventLoop(this, events, CM_TICK_MS);
-        this.poller = new CompletionPoller(this, cq, completionChannel, busyPoll);
+        this.cm = new CmEventLoop(this, events, Math.toIntExact(options.verbs().cmTick().toMillis()));
+        this.poller = new CompletionPoller(this, cq, completionChannel, options.verbs().busyPollCompletions());
         cm.start();
         poller.start();
         LOG.debug("{} on {} ({} CQ entries, {} completions)", name, options.bindAddress(), cqCapacity,
-                busyPoll ? "busy-polled" : "event-driven");
+                options.verbs().busyPollCompletions() ? "busy-polled" : "event-driven");
     }
 
     /** An id bound to the bind address (or, for a wildcard, the first local IPv4 address an RDMA device serves). */
@@ -285,7 +275,7 @@ public final class VerbsNode implements Node {
         if (!reserveCq(channel)) {
             connected.completeExceptionally(new TransportException(Status.QUEUE_FULL, name + "'s completion queue has room for "
                     + cqFree.get() + " more entries; a channel of depth " + queueDepth + " needs " + channel.cqEntries
-                    + " (rdma.verbs.cqEntries)"));
+                    + " (verbs.cqEntries)"));
             return connected;
         }
         addChannel(channel);
@@ -468,13 +458,14 @@ public final class VerbsNode implements Node {
         return name;
     }
 
+    /** Longest work request of a READ (see VerbsChannel); a READ of 8 MiB takes at most SQ_SPARE of them. */
     int readPiece() {
-        return READ_PIECE;
+        return options.verbs().readPieceBytes();
     }
 
-    /** Receive buffers a channel posts: its depth, within [8, rdma.verbs.receiveBuffers]. */
+    /** Receive buffers a channel posts: its depth, within [8, verbs.receiveBuffers]. */
     int receiveBuffers(int queueDepth) {
-        return Math.max(8, Math.min(Math.max(8, RECEIVE_BUFFERS), queueDepth));
+        return Math.max(VerbsOptions.MIN_RECEIVE_BUFFERS, Math.min(options.verbs().receiveBuffers(), queueDepth));
     }
 
     @Override

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.rdmaplane.rdma.doctor.DoctorChecksTest.Run;
+import io.rdmaplane.rdma.provider.verbs.RdmaDevices;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -19,7 +20,7 @@ class DoctorHostTest {
 
     @Test
     void onAHostWithoutRdmaDeviceTheTcpProviderWillBeUsed() {
-        boolean noDevice = RdmaSysfs.devices(Path.of("/")).isEmpty();
+        boolean noDevice = RdmaDevices.devices(Path.of("/")).isEmpty();
         if (!noDevice) {
             System.out.println("[doctor] SKIPPED DoctorHostTest: this machine has RDMA devices (the VM run checks those)");
         }

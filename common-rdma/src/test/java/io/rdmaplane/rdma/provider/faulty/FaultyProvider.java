@@ -82,7 +82,7 @@ public final class FaultyProvider implements TransportProvider {
         if (wrapped.trim().equalsIgnoreCase(NAME)) {
             throw new IllegalArgumentException(OVER + " = '" + wrapped + "': the faulty provider cannot wrap itself");
         }
-        FaultyNode node = new FaultyNode(Providers.select(wrapped).createNode(options));
+        FaultyNode node = new FaultyNode(Providers.select(wrapped, options).createNode(options));
         try {
             arm.accept(node);
         } catch (RuntimeException e) {

@@ -144,7 +144,11 @@ public final class FaultyNode implements Node {
         inner.listen(channel -> {
             FaultyChannel faulty = new FaultyChannel(this, channel);
             ChannelHandler handler = acceptor.accept(faulty);
-            return handler == null ? null : faulty.acceptedWith(handler);
+            if (handler == null) {
+                forget(faulty); // rejected: the wrapped node closes it
+                return null;
+            }
+            return faulty.acceptedWith(handler);
         });
     }
 

@@ -7,11 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.testing.Skip;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -29,7 +29,7 @@ class VerbsProviderTest {
 
     @Test
     void withoutAnRdmaDeviceItIsUnavailableAndSaysHowToGetOne() {
-        assumeTrue(RdmaDevices.ports().isEmpty(), "this machine has RDMA devices: " + RdmaDevices.ports());
+        Skip.unless(RdmaDevices.ports().isEmpty(), "this machine has RDMA devices: " + RdmaDevices.ports());
         assertFalse(VerbsProvider.INSTANCE.isAvailable());
         Throwable cause = VerbsProvider.INSTANCE.unavailabilityCause();
         assertNotNull(cause);
@@ -42,7 +42,7 @@ class VerbsProviderTest {
 
     @Test
     void theProbeRunsOnceAndCreatingANodeWhileUnavailableNamesTheCause() {
-        assumeTrue(!VerbsProvider.INSTANCE.isAvailable(), "verbs is available here");
+        Skip.unless(!VerbsProvider.INSTANCE.isAvailable(), "verbs is available here");
         assertSame(VerbsProvider.INSTANCE.unavailabilityCause(), VerbsProvider.INSTANCE.unavailabilityCause());
         TransportException e = assertThrows(TransportException.class,
                 () -> VerbsProvider.INSTANCE.createNode(NodeOptions.loopback()));

@@ -1,0 +1,62 @@
+package io.rdmaplane.rdma.testing;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+class PollingTest {
+
+    @Test
+    void waitUntilReturnsOnceAnotherThreadMakesTheConditionTrue() throws Exception {
+        AtomicInteger value = new AtomicInteger();
+        CountDownLatch polled = new CountDownLatch(3);
+        Thread setter = new Thread(() -> {
+            try {
+                polled.await();
+            } catch (InterruptedException e) {
+                return;
+            }
+            value.set(42);
+        });
+        setter.start();
+        Polling.waitUntil(() -> {
+            polled.countDown();
+            return value.get() == 42;
+        }, Duration.ofSeconds(30), "the value set");
+        assertEquals(42, value.get());
+        setter.join();
+    }
+
+    @Test
+    void aConditionNeverMetFailsWithWhatWasAwaited() {
+        AtomicInteger polls = new AtomicInteger();
+        AssertionError e = assertThrows(AssertionError.class,
+                () -> Polling.waitUntil(() -> polls.incrementAndGet() < 0, Duration.ofMillis(50), () -> "polls above zero, " + polls));
+        assertTrue(e.getMessage().startsWith("waited 50 ms, in vain, for: polls above zero, "), e.getMessage());
+        assertTrue(polls.get() > 1, "polled more than once");
+    }
+
+    @Test
+    void waitForReturnsTheFirstNonNullAnswer() throws Exception {
+        AtomicInteger polls = new AtomicInteger();
+        Object found = new Object();
+        assertSame(found, Polling.waitFor(() -> polls.incrementAndGet() < 5 ? null : found, Duration.ofSeconds(30), "found"));
+        assertEquals(5, polls.get(), "no poll after the answer");
+    }
+
+    @Test
+    void anExceptionInTheConditionEndsTheWaitAtOnce() {
+        IOException thrown = new IOException("broken probe");
+        IOException e = assertThrows(IOException.class, () -> Polling.waitUntil(() -> {
+            throw thrown;
+        }, Duration.ofSeconds(30), "never"));
+        assertSame(thrown, e);
+    }
+}

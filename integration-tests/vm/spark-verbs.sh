@@ -116,7 +116,8 @@ if [ "$build" = 1 ]; then
   log "building common-rdma and spark-shuffle-rdma (classes, test classes, libdisni) on the host"
   "${mvn[@]}" -pl spark-shuffle-rdma -am -DskipTests test-compile
 fi
-for d in common-rdma/target/classes spark-shuffle-rdma/target/classes spark-shuffle-rdma/target/test-classes; do
+for d in common-rdma/target/classes common-rdma/target/test-classes spark-shuffle-rdma/target/classes \
+         spark-shuffle-rdma/target/test-classes; do
   [ -d "$root/$d" ] || { log "$d is missing (drop --no-build)"; exit 2; }
 done
 [ -f "$root/spark-shuffle-rdma/target/test-classes/${test_class//.//}.class" ] \
@@ -140,17 +141,18 @@ executor_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 executor_memory=${SPARK_VERBS_EXECUTOR_MEMORY:-512m}
 logging="-Dlog4j2.configurationFile=$here/spark-verbs-log4j2.properties"
 classpath="$root/spark-shuffle-rdma/target/test-classes:$root/spark-shuffle-rdma/target/classes"
-classpath+=":$root/common-rdma/target/classes:$deps"
+classpath+=":$root/common-rdma/target/test-classes:$root/common-rdma/target/classes:$deps"
 driver_cds="" executor_cds=""
 if [ "$cds" = 1 ]; then
   # Class-data sharing: under TCG, a JVM takes minutes to load Spark's classes; archives of what a run
   # loads cut that. They are recorded on the host by a training run (VerbsLocalClusterTest.main, one
   # executor, tcp) with -XX:ArchiveClassesAtExit, and reused while the jars and flags are unchanged.
-  # CDS takes jars only (no non-empty directory on the class path): the three target directories
+  # CDS takes jars only (no non-empty directory on the class path): the four target directories
   # are packed into jars, with fixed entry dates so that unchanged classes give an unchanged jar.
   mkdir -p "$work/jars" "$work/cds"
   jarred=()
-  for m in spark-shuffle-rdma/target/test-classes spark-shuffle-rdma/target/classes common-rdma/target/classes; do
+  for m in spark-shuffle-rdma/target/test-classes spark-shuffle-rdma/target/classes common-rdma/target/test-classes \
+           common-rdma/target/classes; do
     name=${m%%/*}; [ "${m##*/}" = test-classes ] && name+=-tests
     tmpjar=$(mktemp "$work/jars/.XXXXXX")
     jar --create --date=1980-01-02T00:00:00Z --file "$tmpjar" -C "$root/$m" .

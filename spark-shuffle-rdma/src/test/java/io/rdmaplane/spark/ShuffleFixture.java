@@ -1,10 +1,9 @@
 package io.rdmaplane.spark;
 
 import io.rdmaplane.rdma.policy.PolicyOptions;
-import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.tcp.TcpNode;
-import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.testing.TestNodes;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import io.rdmaplane.spark.serve.ShuffleBlockServer;
 import java.io.File;
@@ -30,7 +29,7 @@ public final class ShuffleFixture {
     }
 
     public static TcpNode node() throws TransportException {
-        return (TcpNode) TcpProvider.INSTANCE.createNode(NodeOptions.loopback().withOperationTimeout(Duration.ofSeconds(2)));
+        return TestNodes.tcp();
     }
 
     /** One executor's serving side: node, store, LOCATE server. */

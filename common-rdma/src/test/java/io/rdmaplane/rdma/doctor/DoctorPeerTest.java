@@ -186,7 +186,7 @@ class DoctorPeerTest {
 
     private static final Pattern LISTENING = Pattern.compile("listening on [^ ]+:(\\d+) via ");
 
-    private static int awaitPort(ByteArrayOutputStream served) throws Exception {
+    private static int awaitPort(ByteArrayOutputStream served) {
         return Polling.waitFor(() -> {
             Matcher m = LISTENING.matcher(served.toString(StandardCharsets.UTF_8));
             return m.find() ? Integer.parseInt(m.group(1)) : null;

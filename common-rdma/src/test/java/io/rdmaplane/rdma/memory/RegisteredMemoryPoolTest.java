@@ -52,7 +52,7 @@ class RegisteredMemoryPoolTest {
     }
 
     /** Starts {@code pool.acquire(bytes)} on another thread; returns once it waits in there for a release (or ended). */
-    private Future<RegisteredBuffer> acquireThatWaits(RegisteredMemoryPool pool, int bytes) throws Exception {
+    private Future<RegisteredBuffer> acquireThatWaits(RegisteredMemoryPool pool, int bytes) {
         AtomicReference<Thread> thread = new AtomicReference<>();
         Future<RegisteredBuffer> acquire = threads(1).submit(() -> {
             thread.set(Thread.currentThread());

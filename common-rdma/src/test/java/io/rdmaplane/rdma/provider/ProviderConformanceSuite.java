@@ -430,7 +430,7 @@ public abstract class ProviderConformanceSuite {
     }
 
     /** Sends, retrying while the queue is full (the SPI fails rather than waits); fails if it stays full past {@code deadline}. */
-    public static CompletableFuture<Void> sendWhenRoom(Channel channel, ByteBuffer message, Duration deadline) throws Exception {
+    public static CompletableFuture<Void> sendWhenRoom(Channel channel, ByteBuffer message, Duration deadline) {
         return Polling.waitFor(() -> {
             CompletableFuture<Void> f = channel.send(message);
             return f.isCompletedExceptionally() && statusOf(f) == Status.QUEUE_FULL ? null : f;

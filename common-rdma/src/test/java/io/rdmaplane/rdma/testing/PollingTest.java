@@ -53,10 +53,15 @@ class PollingTest {
 
     @Test
     void anExceptionInTheConditionEndsTheWaitAtOnce() {
-        IOException thrown = new IOException("broken probe");
-        IOException e = assertThrows(IOException.class, () -> Polling.waitUntil(() -> {
-            throw thrown;
-        }, Duration.ofSeconds(30), "never"));
-        assertSame(thrown, e);
+        IOException checked = new IOException("broken probe");
+        AssertionError e = assertThrows(AssertionError.class, () -> Polling.waitUntil(() -> {
+            throw checked;
+        }, Duration.ofSeconds(30), "the probe"));
+        assertSame(checked, e.getCause());
+        assertEquals("checking for the probe failed: java.io.IOException: broken probe", e.getMessage());
+        IllegalStateException unchecked = new IllegalStateException("bug");
+        assertSame(unchecked, assertThrows(IllegalStateException.class, () -> Polling.waitFor(() -> {
+            throw unchecked;
+        }, Duration.ofSeconds(30), "never")));
     }
 }

@@ -13,6 +13,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 log() { echo "bench-perftest: $*"; }
+RDMA_VM_PROG=bench-perftest
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 # ---------------------------------------------------------------- inside the VM
 if [ "${1:-}" = --in-vm ]; then
@@ -21,8 +24,10 @@ if [ "${1:-}" = --in-vm ]; then
   A=$RDMA_VM_ADDR_A B=$RDMA_VM_ADDR_B
   ours() { # mode args...: one run of our benchmark, printing its result line
     # shellcheck disable=SC2086 # flags are a list of words
+    local out=/tmp/bench-ours.log
     java $BENCH_JVM_FLAGS -cp "$BENCH_CLASSPATH" io.rdmaplane.it.bench.ProviderReadBenchmark provider=verbs \
-      server="$A" client="$B" "$@" 2>/dev/null | grep -E '^verbs READ'
+      server="$A" client="$B" "$@" > "$out" 2>&1 || { log "our benchmark failed ($*); its last lines:" >&2; tail -n 15 "$out" >&2; }
+    grep -E '^verbs READ' "$out"
   }
   perftest() { # tool port args...: server on rxe0, client on rxe1 to A; prints the client's output
     local tool=$1 port=$2; shift 2
@@ -49,8 +54,12 @@ if [ "${1:-}" = --in-vm ]; then
   done
   median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
   mb=$(median "${bw_perf[@]}") mo=$(median "${bw_ours[@]}") lb=$(median "${lat_perf[@]}") lo=$(median "${lat_ours[@]}")
-  log "median of $BENCH_ROUNDS rounds: ib_read_bw $mb MB/sec, verbs provider $mo MB/sec: ratio $(awk -v a="$mo" -v b="$mb" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')x (goal >= 0.9x)"
-  log "median of $BENCH_ROUNDS rounds: ib_read_lat $lb usec, verbs provider $lo usec: ratio $(awk -v a="$lo" -v b="$lb" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')x (goal <= 1.25x)"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+  log "median of $BENCH_ROUNDS rounds: ib_read_bw $mb MB/sec, verbs provider $mo MB/sec: ratio $(ratio "$mo" "$mb")x (goal >= 0.9x)"
+  log "median of $BENCH_ROUNDS rounds: ib_read_lat $lb usec, verbs provider $lo usec: ratio $(ratio "$lo" "$lb")x (goal <= 1.25x)"
+  # Machine-readable, one line per measure: ours over perftest's.
+  echo "verbs-read-64k: bandwidth = $(ratio "$mo" "$mb")x (goal >= 0.90)"
+  echo "verbs-read-64b: latency = $(ratio "$lo" "$lb")x (goal <= 1.25)"
   exit 0
 fi
 
@@ -67,15 +76,16 @@ done
 pom_property() { tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '; }
 work=$root/integration-tests/target/vm-bench
 mkdir -p "$work"
-mvn=(mvn -B -q -f "$root/pom.xml")
 if [ "$build" = 1 ]; then
-  log "building and installing the modules on the host"
-  "${mvn[@]}" -DskipTests install
+  # A reactor build: the class path it writes names the sibling modules' jars in their target
+  # directories. Nothing is installed into ~/.m2.
+  log "building the modules and integration-tests' class path on the host"
+  vm_mvn "$work/build.log" -pl integration-tests -am -DskipTests package
 fi
-"${mvn[@]}" -pl integration-tests dependency:build-classpath -Dmdep.outputFile="$work/deps.txt" >/dev/null
+[ -d "$root/integration-tests/target/classes" ] || { log "integration-tests is not built (drop --no-build)"; exit 2; }
 {
   printf 'BENCH_JVM_FLAGS=%q\n' "-Xmx1g -Drdma.verbs.completion=$completion $(pom_property rdma.jvm.module.flags)"
-  printf 'BENCH_CLASSPATH=%q\n' "$root/integration-tests/target/classes:$(cat "$work/deps.txt")"
+  printf 'BENCH_CLASSPATH=%q\n' "$root/integration-tests/target/classes:$(vm_test_classpath integration-tests)"
   printf 'BENCH_ROUNDS=%q\n' "$rounds"
   printf 'BENCH_COMPLETION=%q\n' "$completion"
 } > "$work/plan.sh"

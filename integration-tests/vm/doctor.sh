@@ -8,7 +8,7 @@
 #   run.sh options (--timeout, --cpus, --mem, --mtu, ...) are passed on.
 #
 # The host builds common-rdma's jar (with the bundled libdisni.so) and computes its classpath
-# (mvn dependency:build-classpath); the guest runs three JVMs on that jar:
+# (the build writes common-rdma/target/test-classpath.txt); the guest runs three JVMs on that jar:
 #   1. Doctor                                     the local report
 #   2. Doctor --serve --bind A --port 7471        in the background
 #   3. Doctor --peer A:7471 --bind B              connect, descriptor, one verified READ
@@ -22,6 +22,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 log() { echo "vm/doctor: $*" >&2; }
+RDMA_VM_PROG=vm/doctor
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 # ---------------------------------------------------------------- inside the VM
 if [ "${1:-}" = --in-vm ]; then
@@ -106,16 +109,14 @@ pom_property() { # the text of <NAME>...</NAME> in the parent pom, whitespace sq
 jvm_flags="-XX:TieredStopAtLevel=1 $(pom_property rdma.jvm.module.flags)"
 work=$root/integration-tests/target/vm-doctor
 mkdir -p "$work"
-mvn=(mvn -B -q -f "$root/pom.xml")
 if [ "$build" = 1 ]; then
-  log "building common-rdma's jar (with libdisni.so) on the host"
-  "${mvn[@]}" -pl common-rdma -DskipTests package
+  log "building common-rdma's jar (with libdisni.so) and class path on the host"
+  vm_mvn "$work/build.log" -pl common-rdma -DskipTests package
 fi
 jar=$(ls "$root"/common-rdma/target/common-rdma-*.jar 2>/dev/null | grep -v -e '-tests\.jar$' -e '-sources\.jar$' | head -1)
 [ -n "$jar" ] || { log "no common-rdma jar in common-rdma/target (drop --no-build)"; exit 2; }
 # Runtime dependencies, plus slf4j-simple (a test dependency of common-rdma) so that log lines have a binding.
-"${mvn[@]}" -pl common-rdma dependency:build-classpath -Dmdep.includeScope=test -Dmdep.outputFile="$work/deps.txt" >/dev/null
-deps=$(tr ':' '\n' < "$work/deps.txt" | grep -v -e '/org/junit/' -e '/org/opentest4j/' -e '/org/apiguardian/' | paste -sd: -)
+deps=$(vm_test_classpath common-rdma | tr ':' '\n' | grep -v -e '/org/junit/' -e '/org/opentest4j/' -e '/org/apiguardian/' | paste -sd: -)
 {
   printf 'DOCTOR_JVM_FLAGS=%q\n' "$jvm_flags"
   printf 'DOCTOR_CLASSPATH=%q\n' "$jar:$deps"

@@ -53,3 +53,24 @@ vm_ensure_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
     || vm_die "apt-get install ${missing[*]} failed"
 }
+
+# vm_mvn LOG ARG... : runs Maven on this tree (batch, quiet) with its output in LOG; on failure
+# prints why (LOG's last lines) and returns non-zero. Host side only.
+vm_mvn() {
+  local log=$1
+  shift
+  if ! mvn -B -q -f "$RDMA_VM_DIR/../../pom.xml" "$@" > "$log" 2>&1; then
+    vm_log "mvn $* failed; the last lines of $log:"
+    tail -n 40 "$log" >&2
+    return 1
+  fi
+}
+
+# vm_test_classpath MODULE : prints MODULE's test class path as the build wrote it
+# (target/test-classpath.txt, by the parent pom's test-classpath execution in test-compile), or
+# fails saying how to get it. Built in the reactor, never resolved from ~/.m2 afterwards.
+vm_test_classpath() {
+  local file=$RDMA_VM_DIR/../../$1/target/test-classpath.txt
+  [ -s "$file" ] || vm_die "$1/target/test-classpath.txt is missing: build the tree first (mvn -B verify, or drop --no-build)"
+  cat "$file"
+}

@@ -33,6 +33,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 test_class=io.rdmaplane.spark.VerbsLocalClusterTest
 log() { echo "spark-verbs: $*" >&2; }
+RDMA_VM_PROG=spark-verbs
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 # ---------------------------------------------------------------- inside the VM
 if [ "${1:-}" = --in-vm ]; then
@@ -111,51 +114,49 @@ module_flags=$(pom_property rdma.jvm.module.flags)
 
 work=$root/integration-tests/target/spark-verbs
 mkdir -p "$work"
-mvn=(mvn -B -q -f "$root/pom.xml")
 if [ "$build" = 1 ]; then
-  log "building common-rdma and spark-shuffle-rdma (classes, test classes, libdisni) on the host"
-  "${mvn[@]}" -pl spark-shuffle-rdma -am -DskipTests test-compile
+  log "building common-rdma and spark-shuffle-rdma (classes, test classes, libdisni, class path) on the host"
+  vm_mvn "$work/build.log" -pl spark-shuffle-rdma -am -DskipTests test-compile
 fi
-for d in common-rdma/target/classes common-rdma/target/test-classes spark-shuffle-rdma/target/classes \
-         spark-shuffle-rdma/target/test-classes; do
-  [ -d "$root/$d" ] || { log "$d is missing (drop --no-build)"; exit 2; }
-done
 [ -f "$root/spark-shuffle-rdma/target/test-classes/${test_class//.//}.class" ] \
   || { log "$test_class is not compiled (drop --no-build)"; exit 2; }
-"${mvn[@]}" -pl spark-shuffle-rdma -am dependency:build-classpath -Dmdep.includeScope=test \
-  -Dmdep.outputFile="$work/deps.txt" >/dev/null
+test_classpath=$(vm_test_classpath spark-shuffle-rdma)
 launcher=$work/junit-platform-console-standalone-$platform_version.jar
 if [ ! -s "$launcher" ]; then
   log "fetching junit-platform-console-standalone $platform_version (for junit $junit_version)"
-  "${mvn[@]}" -N dependency:copy -Dartifact="org.junit.platform:junit-platform-console-standalone:$platform_version" \
-    -DoutputDirectory="$work" -Dmdep.overWriteReleases=false >/dev/null
+  vm_mvn "$work/launcher.log" -N dependency:copy \
+    -Dartifact="org.junit.platform:junit-platform-console-standalone:$platform_version" \
+    -DoutputDirectory="$work" -Dmdep.overWriteReleases=false
 fi
 [ -s "$launcher" ] || { log "no console launcher at $launcher"; exit 2; }
 # The launcher bundles the JUnit Platform and Jupiter: keep a second copy off the classpath. Our own
-# modules come from this tree's target directories, not from ~/.m2.
-deps=$(tr ':' '\n' < "$work/deps.txt" | grep -v -e '/org/junit/' -e '/org/opentest4j/' -e '/org/apiguardian/' \
-  -e '/io/rdmaplane/' | paste -sd: -)
+# modules are this module's target directories plus the sibling modules' (the reactor resolved them
+# to their jars or class directories under this tree; the class directories are used either way).
+ours=("$root/spark-shuffle-rdma/target/test-classes" "$root/spark-shuffle-rdma/target/classes")
+mapfile -t -O 2 ours < <(tr ':' '\n' <<< "$test_classpath" | grep "^$root/" \
+  | sed -E "s#^($root/[^/]+/target)/[^/]*-tests\.jar\$#\1/test-classes#; s#^($root/[^/]+/target)/[^/]*\.jar\$#\1/classes#")
+for d in "${ours[@]}"; do [ -d "$d" ] || { log "$d is missing (drop --no-build)"; exit 2; }; done
+deps=$(tr ':' '\n' <<< "$test_classpath" | grep -v -e '/org/junit/' -e '/org/opentest4j/' -e '/org/apiguardian/' \
+  -e "^$root/" | paste -sd: -)
 spark_conf=${SPARK_VERBS_CONF-"-Dspark.shuffle.rdma.operationTimeout=10s -Dspark.shuffle.rdma.detectionWindow=2s -Dspark.shuffle.rdma.request.timeout=10s"}
 driver_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx512m"
 executor_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 executor_memory=${SPARK_VERBS_EXECUTOR_MEMORY:-512m}
 logging="-Dlog4j2.configurationFile=$here/spark-verbs-log4j2.properties"
-classpath="$root/spark-shuffle-rdma/target/test-classes:$root/spark-shuffle-rdma/target/classes"
-classpath+=":$root/common-rdma/target/test-classes:$root/common-rdma/target/classes:$deps"
+classpath=$(IFS=:; echo "${ours[*]}"):$deps
 driver_cds="" executor_cds=""
 if [ "$cds" = 1 ]; then
   # Class-data sharing: under TCG, a JVM takes minutes to load Spark's classes; archives of what a run
   # loads cut that. They are recorded on the host by a training run (VerbsLocalClusterTest.main, one
   # executor, tcp) with -XX:ArchiveClassesAtExit, and reused while the jars and flags are unchanged.
-  # CDS takes jars only (no non-empty directory on the class path): the four target directories
+  # CDS takes jars only (no non-empty directory on the class path): our class directories
   # are packed into jars, with fixed entry dates so that unchanged classes give an unchanged jar.
   mkdir -p "$work/jars" "$work/cds"
   jarred=()
-  for m in spark-shuffle-rdma/target/test-classes spark-shuffle-rdma/target/classes common-rdma/target/test-classes \
-           common-rdma/target/classes; do
-    name=${m%%/*}; [ "${m##*/}" = test-classes ] && name+=-tests
+  for m in "${ours[@]}"; do
+    rel=${m#"$root/"}; name=${rel%%/*}; [ "${m##*/}" = test-classes ] && name+=-tests
     tmpjar=$(mktemp "$work/jars/.XXXXXX")
-    jar --create --date=1980-01-02T00:00:00Z --file "$tmpjar" -C "$root/$m" .
+    jar --create --date=1980-01-02T00:00:00Z --file "$tmpjar" -C "$m" .
     if cmp -s "$tmpjar" "$work/jars/$name.jar"; then rm -f "$tmpjar"; else mv -f "$tmpjar" "$work/jars/$name.jar"; fi
     jarred+=("$work/jars/$name.jar")
   done
@@ -188,12 +189,13 @@ if [ "$cds" = 1 ]; then
   # shellcheck disable=SC2086
   if [ -s "$work/cds/driver.jsa" ] && [ -s "$work/cds/executor.jsa" ] \
      && java $driver_flags $module_flags -Xshare:on -XX:SharedArchiveFile="$work/cds/driver.jsa" -cp "$launcher:$classpath" \
-          -version > /dev/null 2>&1; then
+          -version > "$work/cds/check.log" 2>&1; then
     driver_cds="-XX:SharedArchiveFile=$work/cds/driver.jsa"
     executor_cds="-XX:SharedArchiveFile=$work/cds/executor.jsa"
     log "class-data sharing: on (archives in $work/cds)"
   else
     log "class-data sharing: off (no usable archive)"
+    [ -s "$work/cds/check.log" ] && tail -5 "$work/cds/check.log" >&2
   fi
 fi
 {

@@ -20,6 +20,9 @@ root=$(cd "$here/../.." && pwd)
 suite=io.rdmaplane.rdma.provider.verbs.VerbsConformanceTest
 extra=io.rdmaplane.rdma.provider.verbs.VerbsOnRxeTest # verbs-only checks: file mappings, credits, busy polling
 log() { echo "verbs-conformance: $*" >&2; }
+RDMA_VM_PROG=verbs-conformance
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 # ---------------------------------------------------------------- inside the VM
 if [ "${1:-}" = --in-vm ]; then
@@ -63,22 +66,22 @@ jvm_flags="$(pom_property rdma.test.jvm.flags) $(pom_property rdma.jvm.module.fl
 
 work=$root/integration-tests/target/verbs-conformance
 mkdir -p "$work"
-mvn=(mvn -B -q -f "$root/pom.xml")
 if [ "$build" = 1 ]; then
-  log "building common-rdma (classes, test classes, libdisni) on the host"
-  "${mvn[@]}" -pl common-rdma -DskipTests test-compile
+  log "building common-rdma (classes, test classes, libdisni, class path) on the host"
+  vm_mvn "$work/build.log" -pl common-rdma -DskipTests test-compile
 fi
 [ -d "$root/common-rdma/target/test-classes" ] || { log "common-rdma is not built (drop --no-build)"; exit 2; }
-"${mvn[@]}" -pl common-rdma dependency:build-classpath -Dmdep.includeScope=test -Dmdep.outputFile="$work/deps.txt" >/dev/null
+test_classpath=$(vm_test_classpath common-rdma)
 launcher=$work/junit-platform-console-standalone-$platform_version.jar
 if [ ! -s "$launcher" ]; then
   log "fetching junit-platform-console-standalone $platform_version (for junit $junit_version)"
-  "${mvn[@]}" -N dependency:copy -Dartifact="org.junit.platform:junit-platform-console-standalone:$platform_version" \
-    -DoutputDirectory="$work" -Dmdep.overWriteReleases=false >/dev/null
+  vm_mvn "$work/launcher.log" -N dependency:copy \
+    -Dartifact="org.junit.platform:junit-platform-console-standalone:$platform_version" \
+    -DoutputDirectory="$work" -Dmdep.overWriteReleases=false
 fi
 [ -s "$launcher" ] || { log "no console launcher at $launcher"; exit 2; }
 # The launcher bundles the JUnit Platform and Jupiter: keep a second copy off the classpath.
-deps=$(tr ':' '\n' < "$work/deps.txt" | grep -v -e '/org/junit/' -e '/org/opentest4j/' -e '/org/apiguardian/' | paste -sd: -)
+deps=$(tr ':' '\n' <<< "$test_classpath" | grep -v -e '/org/junit/' -e '/org/opentest4j/' -e '/org/apiguardian/' | paste -sd: -)
 classpath="$root/common-rdma/target/test-classes:$root/common-rdma/target/classes:$deps"
 {
   printf 'VC_JVM_FLAGS=%q\n' "$jvm_flags"

@@ -1,11 +1,13 @@
 package io.rdmaplane.hdfs;
 
+import io.rdmaplane.rdma.config.Conf;
 import io.rdmaplane.rdma.config.ConfigKey;
 import io.rdmaplane.rdma.config.ConfigRegistry;
 import io.rdmaplane.rdma.config.PolicyKeys;
 import java.time.Duration;
 import java.util.List;
 import java.util.stream.Stream;
+import org.apache.hadoop.conf.Configuration;
 
 /** The settings of the HDFS plug-ins, read from the Hadoop Configuration of each side. */
 public final class HdfsRdmaConfig {
@@ -43,5 +45,31 @@ public final class HdfsRdmaConfig {
             Stream.concat(PolicyKeys.SHARED.stream(), DATANODE_KEYS.stream()).toList());
 
     private HdfsRdmaConfig() {
+    }
+
+    /**
+     * The client's {@code dfs.rdma.*} settings in {@code conf}, validated.
+     *
+     * @throws io.rdmaplane.rdma.config.ConfigException naming every unknown key and bad value
+     */
+    public static Conf client(Configuration conf) {
+        return validated(CLIENT, conf);
+    }
+
+    /**
+     * The DataNode's {@code dfs.datanode.rdma.*} settings in {@code conf}, validated.
+     *
+     * @throws io.rdmaplane.rdma.config.ConfigException naming every unknown key and bad value
+     */
+    public static Conf dataNode(Configuration conf) {
+        return validated(DATANODE, conf);
+    }
+
+    private static Conf validated(ConfigRegistry registry, Configuration conf) {
+        // Only the names under the prefix: a client checks on every block reader, and a Configuration holds about a
+        // thousand keys. Values through get, which substitutes variables and follows deprecated names as Hadoop does.
+        List<String> names = conf.getPropsWithPrefix(registry.prefix()).keySet().stream()
+                .map(suffix -> registry.prefix() + suffix).toList();
+        return registry.validate(names, conf::get);
     }
 }

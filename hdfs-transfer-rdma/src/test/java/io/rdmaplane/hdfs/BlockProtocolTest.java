@@ -3,6 +3,7 @@ package io.rdmaplane.hdfs;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.hdfs.BlockProtocol.Request;
 import io.rdmaplane.hdfs.BlockProtocol.Response;
@@ -49,8 +50,38 @@ class BlockProtocolTest {
     @Test
     void anotherVersionIsRefusedByName() {
         ByteBuffer b = REQUEST.encode();
-        b.put(0, (byte) 2);
-        assertThrows(IllegalArgumentException.class, () -> Request.decode(b));
+        b.put(0, (byte) (BlockProtocol.VERSION + 1));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Request.decode(b));
+        assertEquals("version: unsupported hdfs-block version 3, this build speaks 2", e.getMessage());
+    }
+
+    /** Statuses go by their explicit ids; an id this build does not know is an error, not a guess. */
+    @Test
+    void statusesHaveExplicitIdsAndAnUnknownOneIsRefused() {
+        ByteBuffer busy = Response.refused(Status.BUSY, "cap reached").encode();
+        assertEquals(6, busy.get(2), "BUSY's wire id");
+        busy.put(2, (byte) 99);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Response.decode(busy));
+        assertTrue(e.getMessage().startsWith("status: unknown block status id 99"), e.getMessage());
+        ByteBuffer request = REQUEST.encode();
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> Response.decode(request)).getMessage()
+                .startsWith("type: expected a hdfs-block BLOCK_RESPONSE message, was BLOCK_REQUEST"));
+    }
+
+    @Test
+    void lengthsFromTheWireAreBoundedBeforeAllocation() {
+        ByteBuffer request = REQUEST.encode();
+        // The token's length field sits right before its 5 bytes, at the end.
+        request.putInt(request.limit() - 5 - 4, Integer.MAX_VALUE);
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> Request.decode(request)).getMessage()
+                .startsWith("token: 2147483647 bytes is more than the " + BlockProtocol.MAX_TOKEN_BYTES + "-byte bound"));
+        ByteBuffer response = RESPONSE.encode();
+        response.putInt(response.limit() - 64 - 4, BlockProtocol.MAX_CHECKSUMS + 1);
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> Response.decode(response)).getMessage()
+                .startsWith("checksumCount: must be 0.." + BlockProtocol.MAX_CHECKSUMS));
+        String longMessage = "x".repeat(5000);
+        assertEquals(BlockProtocol.MAX_MESSAGE_BYTES,
+                Response.decode(Response.refused(Status.ERROR, longMessage).encode()).message().length(), "a long message is cut");
     }
 
     /** Every truncation and random corruption ends in IllegalArgumentException (the server answers ERROR), nothing else. */

@@ -26,17 +26,22 @@ public final class SparkRdmaConfig {
             "Port of the driver's executor registry, where executors register their RDMA address (0 = any free port).");
     public static final ConfigKey<String> REGISTRY_ADDRESS = ConfigKey.stringKey("registry.address", "",
             Pattern.compile("\\S+:[0-9]{1,5}"), "host:port",
-            "Set by the driver (do not set it): where executors find the registry. Unset on an executor means it uses Spark's sort shuffle.");
+            "Set by the driver (do not set it): where executors find the registry. Unset on an executor means it uses Spark's sort shuffle.")
+            .internal();
     public static final ConfigKey<String> TEST_BREAK_EXECUTOR = ConfigKey.stringKey("test.breakExecutor", "",
             Pattern.compile("[A-Za-z0-9._-]+"), "an executor id",
-            "Test only: the executor whose RDMA data node is closed after test.breakAfterLocates LOCATE requests (a fault hook).");
+            "Test only: the executor whose RDMA data node is closed after test.breakAfterLocates LOCATE requests (a fault hook).")
+            .internal();
     public static final ConfigKey<Integer> TEST_BREAK_AFTER_LOCATES = ConfigKey.intKey("test.breakAfterLocates", 0, 0,
-            Integer.MAX_VALUE, "Test only: LOCATE requests the test.breakExecutor executor answers before its data node is closed.");
+            Integer.MAX_VALUE, "Test only: LOCATE requests the test.breakExecutor executor answers before its data node is closed.")
+            .internal();
     public static final ConfigKey<String> TEST_CORRUPT_EXECUTOR = ConfigKey.stringKey("test.corruptExecutor", "",
             Pattern.compile("[A-Za-z0-9._-]+"), "an executor id",
-            "Test only: the executor (tcp provider) on which the next test.corruptReads READ payloads land with one bit flipped (a fault hook).");
+            "Test only: the executor (tcp provider) on which the next test.corruptReads READ payloads land with one bit flipped (a fault hook).")
+            .internal();
     public static final ConfigKey<Integer> TEST_CORRUPT_READS = ConfigKey.intKey("test.corruptReads", 0, 0, Integer.MAX_VALUE,
-            "Test only: READ payloads the test.corruptExecutor executor receives corrupted, to prove checksums catch it.");
+            "Test only: READ payloads the test.corruptExecutor executor receives corrupted, to prove checksums catch it.")
+            .internal();
 
     private static final List<ConfigKey<?>> SPARK_KEYS = List.of(ENABLED, MAP_OUTPUT_CAPACITY, MAP_OUTPUT_MAP_FILES, MAX_BLOCKS_PER_SHUFFLE,
             REGISTRY_PORT, REGISTRY_ADDRESS, TEST_BREAK_EXECUTOR, TEST_BREAK_AFTER_LOCATES, TEST_CORRUPT_EXECUTOR,
@@ -48,27 +53,18 @@ public final class SparkRdmaConfig {
     private SparkRdmaConfig() {
     }
 
-    /** The plug-in's settings in {@code conf} (read on each get, so a later set is seen). */
-    public static Conf bind(SparkConf conf) {
-        return REGISTRY.bind(name -> conf.contains(name) ? conf.get(name) : null);
-    }
-
     /**
-     * Checks every setting under the prefix: an unknown name or a bad value is an error naming the key.
+     * The plug-in's settings in {@code conf}, validated the way every product's are (read on each
+     * get, so the registry address the driver sets later is seen).
      *
-     * @throws io.rdmaplane.rdma.config.ConfigException naming the key
+     * @throws io.rdmaplane.rdma.config.ConfigException naming every unknown key and bad value
      */
     public static Conf validated(SparkConf conf) {
         List<String> names = new ArrayList<>();
         for (Tuple2<String, String> entry : conf.getAll()) {
             names.add(entry._1());
         }
-        REGISTRY.checkNoUnknownKeys(names);
-        Conf bound = bind(conf);
-        for (ConfigKey<?> key : REGISTRY.keys()) {
-            bound.get(key);
-        }
-        return bound;
+        return REGISTRY.validate(names, name -> conf.contains(name) ? conf.get(name) : null);
     }
 
     /** Parses a {@code host:port} the registry published. */

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.config.ConfigException;
 import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
 import io.rdmaplane.rdma.testing.Skip;
 import java.util.List;
@@ -82,6 +83,21 @@ class FallbackTest {
         SparkConf typo = SparkJobs.rdma(SparkJobs.localConf("typo")).set("spark.shuffle.rdma.maxBlocksPerShufle", "5");
         Throwable t = assertThrows(Throwable.class, () -> new JavaSparkContext(typo).close());
         assertTrue(causes(t).contains("did you mean spark.shuffle.rdma.maxBlocksPerShuffle"), causes(t));
+    }
+
+    @Test
+    void anExecutorChecksItsSettingsThroughTheSamePath() {
+        // What an executor's manager is given: the driver's conf, with the registry address the driver set.
+        SparkConf executorConf = new SparkConf(false).set("spark.shuffle.manager", SparkJobs.MANAGER)
+                .set("spark.shuffle.rdma.registry.address", "127.0.0.1:1").set("spark.shuffle.rdma.queueDepht", "8");
+        ConfigException typo = assertThrows(ConfigException.class, () -> new RdmaShuffleManager(executorConf, false));
+        assertEquals("unknown key spark.shuffle.rdma.queueDepht (did you mean spark.shuffle.rdma.queueDepth?)"
+                + " (Spark shuffle settings are listed in conf/configuration.md)", typo.getMessage());
+
+        executorConf.remove("spark.shuffle.rdma.queueDepht").set("spark.shuffle.rdma.pool.capacity", "1k");
+        ConfigException range = assertThrows(ConfigException.class, () -> new RdmaShuffleManager(executorConf, false));
+        assertEquals("spark.shuffle.rdma.pool.capacity = '1k': expected a byte size like 64k, 8m, 1g between 8m and 1t"
+                + " (Spark shuffle settings are listed in conf/configuration.md)", range.getMessage());
     }
 
     private Map<String, String> lastReport;

@@ -4,8 +4,9 @@ import java.util.Objects;
 import java.util.function.Function;
 
 /**
- * A {@link ConfigRegistry} bound to where settings live (a SparkConf, a Hadoop Configuration).
- * Values are read and checked on each {@link #get}, so a bad value fails where it is used.
+ * A {@link ConfigRegistry} bound to where settings live (a SparkConf, a Hadoop Configuration),
+ * made by {@link ConfigRegistry#validate}. Values are read and checked again on each {@link #get},
+ * so a value changed after validation cannot slip through either.
  */
 public final class Conf {
     private final ConfigRegistry registry;

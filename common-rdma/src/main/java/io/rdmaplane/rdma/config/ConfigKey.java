@@ -10,14 +10,23 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * One setting: its name suffix (the registry adds the prefix), type, default, bounds and a
- * one-line doc. Values are trimmed, then parsed strictly: a present value that does not
- * parse or is out of bounds throws {@link ConfigException}; it is never replaced by the default.
+ * One setting: its name suffix (the registry adds the prefix), type, default, bounds, a
+ * one-line doc and who sets it ({@link Visibility}). Values are trimmed, then parsed strictly: a
+ * present value that does not parse or is out of bounds throws {@link ConfigException}; it is
+ * never replaced by the default.
  *
  * @param <T> Boolean, Integer, Long (plain or a byte size, in bytes), Double, Duration, or
  *            String (a choice, normalized to lower case)
  */
 public final class ConfigKey<T> {
+    /** Who sets a key. Both kinds are registered and validated alike; only user keys go into the templates. */
+    public enum Visibility {
+        /** Set by users: listed in the reference and in the templates. */
+        USER,
+        /** Set by the plug-in itself or by tests, never by users: listed apart in the reference, left out of templates. */
+        INTERNAL
+    }
+
     /** The byte-size grammar, shown in the generated reference. */
     public static final String BYTE_SIZE_GRAMMAR = "a whole number followed by an optional unit, case-insensitive:"
             + " none or `b` (bytes), `k`/`kb`, `m`/`mb`, `g`/`gb`, `t`/`tb`; units are powers of 1024 (`64k` = 65536)."
@@ -39,18 +48,25 @@ public final class ConfigKey<T> {
     private final String allowed;
     private final String expected;
     private final String doc;
+    private final Visibility visibility;
     /** Returns the value, or null when the text is unparseable or out of bounds. */
     private final Function<String, T> parser;
     private final T defaultValue;
 
     private ConfigKey(String suffix, String type, String defaultText, String allowed, String expected, String doc,
                       Function<String, T> parser) {
+        this(suffix, type, defaultText, allowed, expected, doc, Visibility.USER, parser);
+    }
+
+    private ConfigKey(String suffix, String type, String defaultText, String allowed, String expected, String doc,
+                      Visibility visibility, Function<String, T> parser) {
         this.suffix = Objects.requireNonNull(suffix, "suffix");
         this.type = type;
         this.defaultText = defaultText;
         this.allowed = allowed;
         this.expected = expected;
         this.doc = Objects.requireNonNull(doc, "doc");
+        this.visibility = Objects.requireNonNull(visibility, "visibility");
         this.parser = parser;
         // Parsing the default's own text proves the reference shows a value the key accepts.
         this.defaultValue = parser.apply(defaultText);
@@ -128,8 +144,17 @@ public final class ConfigKey<T> {
                 s -> s.isEmpty() || pattern.matcher(s).matches() ? s : null);
     }
 
+    /** This key, set by the plug-in itself or by tests rather than by users (see {@link Visibility#INTERNAL}). */
+    public ConfigKey<T> internal() {
+        return new ConfigKey<>(suffix, type, defaultText, allowed, expected, doc, Visibility.INTERNAL, parser);
+    }
+
     public String suffix() {
         return suffix;
+    }
+
+    public Visibility visibility() {
+        return visibility;
     }
 
     /** The type as the reference shows it, e.g. "byte size". */

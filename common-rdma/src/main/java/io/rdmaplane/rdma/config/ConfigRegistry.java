@@ -53,28 +53,48 @@ public final class ConfigRegistry {
         return prefix + key.suffix();
     }
 
-    /** @param lookup returns the value of a full key name, or null when it is unset */
+    /**
+     * The settings bound without checks: each {@link Conf#get} parses its key then. For tests and
+     * tools that build a few settings by hand; products read theirs through {@link #validate}.
+     *
+     * @param lookup returns the value of a full key name, or null when it is unset
+     */
     public Conf bind(Function<String, String> lookup) {
         return new Conf(this, lookup);
     }
 
     /**
-     * Fails on any name under the prefix that is not a registered key, so a typo is an error
-     * instead of a silently ignored setting.
+     * The one way a product reads its settings (Spark driver and executors, HDFS DataNode and
+     * client): every name under the prefix must be a registered key, so a typo is an error instead
+     * of a silently ignored setting, and every registered key that is set must hold a value it
+     * allows. All problems are reported at once, each naming its key: the value and what is
+     * allowed, or the closest registered key.
      *
-     * @param presentNames every name that is set, e.g. the keys of SparkConf.getAll()
-     * @throws ConfigException naming each unknown key and the closest registered one
+     * @param presentNames every name that is set, e.g. the keys of SparkConf.getAll(); others than
+     *                     this registry's are ignored
+     * @param lookup       returns the value of a full key name, or null when it is unset; the
+     *                     returned Conf keeps reading through it
+     * @throws ConfigException naming every unknown key and every bad value
      */
-    public void checkNoUnknownKeys(Iterable<String> presentNames) {
+    public Conf validate(Iterable<String> presentNames, Function<String, String> lookup) {
         List<String> problems = new ArrayList<>();
         for (String name : presentNames) {
             if (name.startsWith(prefix) && keys.stream().noneMatch(k -> name.equals(prefix + k.suffix()))) {
                 problems.add("unknown key " + name + closestSuggestion(name.substring(prefix.length())));
             }
         }
+        Conf conf = bind(lookup);
+        for (ConfigKey<?> key : keys) {
+            try {
+                conf.get(key);
+            } catch (ConfigException bad) {
+                problems.add(bad.getMessage());
+            }
+        }
         if (!problems.isEmpty()) {
             throw new ConfigException(String.join("; ", problems) + " (" + title + " settings are listed in conf/configuration.md)");
         }
+        return conf;
     }
 
     private String closestSuggestion(String suffix) {

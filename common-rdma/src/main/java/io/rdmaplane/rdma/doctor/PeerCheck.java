@@ -1,5 +1,8 @@
 package io.rdmaplane.rdma.doctor;
 
+import io.rdmaplane.rdma.codec.MalformedMessageException;
+import io.rdmaplane.rdma.codec.MessageReader;
+import io.rdmaplane.rdma.codec.Protocol;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
@@ -10,7 +13,6 @@ import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
@@ -32,18 +34,31 @@ import java.util.zip.CRC32C;
  * every byte with the pattern the seed gives, and reports the first READ's time (warm-up
  * included) and the median of the others.
  *
- * <p>Messages (big-endian): a request is {@code "RDMADOC1", int 1}; a descriptor is
- * {@code "RDMADOC1", int 2, long address, int rkey, int length, long seed, int crc32c,
- * short nameLength, name (the serving provider, US-ASCII)}.
+ * <p>Messages, in the shared codec's checksummed form ({@code version:u8 type:u8 fields crc32c:i32}):
+ * DESCRIBE has no fields; DESCRIPTOR is {@code provider:string seed:i64} and the region as a
+ * remote block {@code address:i64 rkey:i32 length:i32 crc32c:i32}.
  */
 final class PeerCheck {
     /** The default port of {@code Doctor --serve}. */
     static final int DEFAULT_PORT = 7471;
     /** Bytes the server exposes and the client READs in one operation. */
     static final int REGION_BYTES = 64 << 10;
-    static final byte[] MAGIC = "RDMADOC1".getBytes(StandardCharsets.US_ASCII);
-    static final int OP_DESCRIBE = 1;
-    static final int OP_DESCRIPTOR = 2;
+    /** The doctor's messages; DESCRIBE asks, DESCRIPTOR answers. */
+    enum Message {
+        DESCRIBE(0x40),
+        DESCRIPTOR(0x41);
+
+        final int wireId;
+
+        Message(int wireId) {
+            this.wireId = wireId;
+        }
+    }
+
+    /** 2: the first on the shared codec (the hand-written messages' magic said 1). */
+    static final Protocol<Message> PROTOCOL = Protocol.checksummed("doctor", 2, Message.class, m -> m.wireId);
+    /** The longest provider name a descriptor carries. */
+    static final int MAX_PROVIDER_BYTES = 64;
     static final int QUEUE_DEPTH = 16;
     /** READs of the region: the first is verified and timed alone, the median of the rest is the latency. */
     static final int READS = 10;
@@ -55,50 +70,36 @@ final class PeerCheck {
     /** What the server sent. */
     record Descriptor(long address, int rkey, int length, long seed, int crc, String provider) {
         ByteBuffer encode() {
-            byte[] name = provider.getBytes(StandardCharsets.US_ASCII);
-            ByteBuffer b = ByteBuffer.allocate(MAGIC.length + 4 + 8 + 4 + 4 + 8 + 4 + 2 + name.length);
-            b.put(MAGIC).putInt(OP_DESCRIPTOR).putLong(address).putInt(rkey).putInt(length).putLong(seed).putInt(crc)
-                    .putShort((short) name.length).put(name);
-            return b.flip();
+            return PROTOCOL.write(Message.DESCRIPTOR).string("provider", provider, MAX_PROVIDER_BYTES).i64(seed)
+                    .remoteBlock(address, rkey, length, crc).finish();
         }
 
-        /** Null when the message is not a descriptor. */
-        static Descriptor decode(ByteBuffer message) {
-            ByteBuffer b = message.duplicate();
-            if (!magic(b) || b.remaining() < 4 + 8 + 4 + 4 + 8 + 4 + 2 || b.getInt() != OP_DESCRIPTOR) {
-                return null;
-            }
-            long address = b.getLong();
-            int rkey = b.getInt();
-            int length = b.getInt();
-            long seed = b.getLong();
-            int crc = b.getInt();
-            int nameLength = b.getShort() & 0xffff;
-            if (b.remaining() != nameLength || length <= 0 || length > Channel.MAX_READ_BYTES) {
-                return null;
-            }
-            byte[] name = new byte[nameLength];
-            b.get(name);
-            return new Descriptor(address, rkey, length, seed, crc, new String(name, StandardCharsets.US_ASCII));
+        /**
+         * @throws MalformedMessageException naming the field when the message is not a descriptor
+         *                                   (or the region is not 1..{@value Channel#MAX_READ_BYTES} bytes)
+         */
+        static Descriptor decode(ByteBuffer message) throws MalformedMessageException {
+            MessageReader<Message> r = PROTOCOL.read(message, Message.DESCRIPTOR);
+            String provider = r.string("provider", MAX_PROVIDER_BYTES);
+            long seed = r.i64("seed");
+            Descriptor d = r.remoteBlock("region", Channel.MAX_READ_BYTES,
+                    (address, rkey, length, crc) -> new Descriptor(address, rkey, length, seed, crc, provider));
+            r.end();
+            return d;
         }
     }
 
     static ByteBuffer request() {
-        return ByteBuffer.allocate(MAGIC.length + 4).put(MAGIC).putInt(OP_DESCRIBE).flip();
+        return PROTOCOL.write(Message.DESCRIBE).finish();
     }
 
-    static boolean isRequest(ByteBuffer message) {
-        ByteBuffer b = message.duplicate();
-        return magic(b) && b.remaining() == 4 && b.getInt() == OP_DESCRIBE;
-    }
-
-    private static boolean magic(ByteBuffer b) {
-        if (b.remaining() < MAGIC.length) {
-            return false;
-        }
-        byte[] m = new byte[MAGIC.length];
-        b.get(m);
-        return Arrays.equals(m, MAGIC);
+    /**
+     * Checks that {@code message} is a DESCRIBE.
+     *
+     * @throws MalformedMessageException naming the field when it is not
+     */
+    static void checkRequest(ByteBuffer message) throws MalformedMessageException {
+        PROTOCOL.read(message, Message.DESCRIBE).end();
     }
 
     /** Fills {@code length} bytes (a multiple of 8) of {@code b} from 0 with the seed's pattern. */
@@ -166,13 +167,16 @@ final class PeerCheck {
                 node.listen(channel -> new ChannelHandler() {
                     @Override
                     public void onMessage(Channel ch, ByteBuffer message) {
-                        if (isRequest(message)) {
-                            ch.send(descriptor.encode());
-                            server.served.incrementAndGet();
-                            onServed.accept("descriptor sent to " + ch.remoteAddress());
-                        } else {
-                            onServed.accept("ignored a message that is not a doctor request from " + ch.remoteAddress());
+                        try {
+                            checkRequest(message);
+                        } catch (MalformedMessageException e) {
+                            onServed.accept("ignored a message that is not a doctor request from " + ch.remoteAddress() + " ("
+                                    + e.getMessage() + ")");
+                            return;
                         }
+                        ch.send(descriptor.encode());
+                        server.served.incrementAndGet();
+                        onServed.accept("descriptor sent to " + ch.remoteAddress());
                     }
                 });
                 return server;
@@ -234,12 +238,11 @@ final class PeerCheck {
             ChannelHandler handler = new ChannelHandler() {
                 @Override
                 public void onMessage(Channel channel, ByteBuffer message) {
-                    Descriptor d = Descriptor.decode(message);
-                    if (d == null) {
-                        answer.completeExceptionally(new IllegalStateException(
-                                "the peer answered with something that is not a doctor descriptor (" + message.remaining() + " bytes)"));
-                    } else {
-                        answer.complete(d);
+                    try {
+                        answer.complete(Descriptor.decode(message));
+                    } catch (MalformedMessageException e) {
+                        answer.completeExceptionally(new IllegalStateException("the peer answered with something that is not a"
+                                + " doctor descriptor (" + message.remaining() + " bytes; " + e.getMessage() + ")"));
                     }
                 }
 

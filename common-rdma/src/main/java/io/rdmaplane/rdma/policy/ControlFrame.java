@@ -1,37 +1,51 @@
 package io.rdmaplane.rdma.policy;
 
+import io.rdmaplane.rdma.codec.MalformedMessageException;
+import io.rdmaplane.rdma.codec.MessageReader;
+import io.rdmaplane.rdma.codec.MessageWriter;
+import io.rdmaplane.rdma.codec.Protocol;
 import java.nio.ByteBuffer;
-import java.util.zip.CRC32C;
 
 /**
- * A policy-layer message, carried as one two-sided provider message:
- * {@code type:u8 flags:u8 reserved:u16 requestId:i64 length:i32 payload crc32c:i32}, the CRC32C
- * covering everything before it. A frame that fails to decode is dropped by the receiver and
- * counted; the sender's retry covers it.
+ * A policy-layer message, carried as one two-sided provider message, in the shared codec's
+ * checksummed form: {@code version:u8 type:u8 requestId:i64 payload crc32c:i32}, the CRC32C
+ * covering everything before it and the payload running up to it. A frame that fails to decode
+ * is dropped by the receiver and counted; the sender's retry covers it.
  */
 record ControlFrame(Type type, long requestId, ByteBuffer payload) {
-    static final int OVERHEAD = 1 + 1 + 2 + 8 + 4 + 4;
+    /** 2: the first on the shared codec (the HELLO of the hand-written frames said 1). */
+    static final int VERSION = 2;
+    /** The most bytes of a REJECT's or ERROR's reason; a longer one is cut. */
+    static final int MAX_REASON_BYTES = 1024;
 
     enum Type {
-        /** client → server: {@code version:i32 class:u8 instance:16B nonce:16B wantsAuth:u8}. */
-        HELLO,
-        /** server → client: {@code nonce:16B mac:32B}, the server's proof over both nonces. */
-        CHALLENGE,
-        /** client → server: {@code mac:32B}, the client's proof. */
-        PROOF,
+        /** client → server: {@link Handshake.Hello}. */
+        HELLO(0x01),
+        /** server → client: {@link Handshake.Challenge}, the server's proof over both nonces. */
+        CHALLENGE(0x02),
+        /** client → server: {@link Handshake.Proof}, the client's proof. */
+        PROOF(0x03),
         /** server → client: regions are registered; the client may now READ and send requests. */
-        READY,
-        /** server → client: {@code reason (UTF-8)}; the server closes the channel after it. */
-        REJECT,
-        REQUEST,
-        RESPONSE,
-        /** The handler failed: {@code reason (UTF-8)}. Final, not retried. */
-        ERROR,
-        PING,
-        PONG;
+        READY(0x04),
+        /** server → client: {@code reason:string}; the server closes the channel after it. */
+        REJECT(0x05),
+        /** client → server: the caller's request (a message of its own protocol). */
+        REQUEST(0x06),
+        /** server → client: the handler's answer to the request of the same id. */
+        RESPONSE(0x07),
+        /** The handler failed: {@code reason:string}. Final, not retried. */
+        ERROR(0x08),
+        PING(0x09),
+        PONG(0x0A);
 
-        private static final Type[] VALUES = values();
+        final int wireId;
+
+        Type(int wireId) {
+            this.wireId = wireId;
+        }
     }
+
+    static final Protocol<Type> PROTOCOL = Protocol.checksummed("control", VERSION, Type.class, t -> t.wireId);
 
     ControlFrame {
         payload = payload == null ? ByteBuffer.allocate(0) : payload;
@@ -41,53 +55,34 @@ record ControlFrame(Type type, long requestId, ByteBuffer payload) {
         return new ControlFrame(type, requestId, null);
     }
 
+    /** A REJECT or ERROR frame; a reason over {@value #MAX_REASON_BYTES} bytes is cut. */
+    static ControlFrame withReason(Type type, long requestId, String reason) {
+        return new ControlFrame(type, requestId, MessageWriter.body()
+                .string("reason", MessageWriter.truncated(String.valueOf(reason), MAX_REASON_BYTES), MAX_REASON_BYTES).finish());
+    }
+
+    /** The reason a REJECT or ERROR frame carries. */
+    String reason() throws MalformedMessageException {
+        MessageReader<Void> r = MessageReader.body("control " + type, payload);
+        String reason = r.string("reason", MAX_REASON_BYTES);
+        r.end();
+        return reason;
+    }
+
     ByteBuffer encode() {
-        ByteBuffer body = payload.duplicate();
-        ByteBuffer out = ByteBuffer.allocate(OVERHEAD + body.remaining());
-        out.put((byte) type.ordinal()).put((byte) 0).putShort((short) 0).putLong(requestId).putInt(body.remaining()).put(body);
-        CRC32C crc = new CRC32C();
-        crc.update(out.array(), 0, out.position());
-        out.putInt((int) crc.getValue());
-        return out.flip();
+        return PROTOCOL.write(type).i64(requestId).rest(payload).finish();
     }
 
     /**
      * Decodes a received message (consumed; the payload is copied, the buffer may be reused).
      *
-     * @throws CorruptFrameException if the checksum, the length or the type is wrong
+     * @throws MalformedMessageException if the checksum, the version or the type is wrong, or the frame is short
      */
-    static ControlFrame decode(ByteBuffer message) throws CorruptFrameException {
-        int size = message.remaining();
-        if (size < OVERHEAD) {
-            throw new CorruptFrameException("frame of " + size + " bytes is shorter than the " + OVERHEAD + "-byte minimum");
-        }
-        ByteBuffer in = message.slice();
-        CRC32C crc = new CRC32C();
-        crc.update(in.slice(0, size - 4));
-        if ((int) crc.getValue() != in.getInt(size - 4)) {
-            throw new CorruptFrameException("CRC32C mismatch on a " + size + "-byte frame");
-        }
-        int type = Byte.toUnsignedInt(in.get());
-        in.get();
-        in.getShort();
-        long requestId = in.getLong();
-        int length = in.getInt();
-        if (length != size - OVERHEAD) {
-            throw new CorruptFrameException("frame says " + length + " payload bytes but carries " + (size - OVERHEAD));
-        }
-        if (type >= Type.VALUES.length) {
-            throw new CorruptFrameException("unknown frame type " + type);
-        }
-        ByteBuffer payload = ByteBuffer.allocate(length);
-        payload.put(in.slice(in.position(), length)).flip();
+    static ControlFrame decode(ByteBuffer message) throws MalformedMessageException {
+        MessageReader<Type> r = PROTOCOL.read(message);
+        long requestId = r.i64("requestId");
+        ByteBuffer payload = r.rest();
         message.position(message.limit());
-        return new ControlFrame(Type.VALUES[type], requestId, payload);
-    }
-
-    /** A received frame that must be dropped. */
-    static final class CorruptFrameException extends Exception {
-        CorruptFrameException(String message) {
-            super(message);
-        }
+        return new ControlFrame(r.type(), requestId, payload);
     }
 }

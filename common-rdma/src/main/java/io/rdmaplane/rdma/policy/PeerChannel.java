@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.policy;
 
+import io.rdmaplane.rdma.codec.MalformedMessageException;
 import io.rdmaplane.rdma.policy.ControlFrame.Type;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
@@ -30,7 +31,6 @@ import org.slf4j.LoggerFactory;
  */
 final class PeerChannel {
     private static final Logger LOG = LoggerFactory.getLogger(PeerChannel.class);
-    private static final int PROTOCOL_VERSION = 1;
 
     /** Something to post on the channel: a READ piece or a message. */
     abstract static class Work {
@@ -209,9 +209,7 @@ final class PeerChannel {
                 handshakeTimer = owner.client().schedule(() -> attemptFailed(gen, "no READY from the server within "
                         + options.handshakeTimeout().toMillis() + " ms (handshakeTimeout)"), options.handshakeTimeout().toNanos());
             }
-            ByteBuffer hello = ByteBuffer.allocate(4 + 1 + 16 + Auth.NONCE_BYTES + 1).putInt(PROTOCOL_VERSION)
-                    .put((byte) trafficClass.ordinal()).put(owner.client().instanceBytes()).put(nonce)
-                    .put((byte) (options.secret() != null ? 1 : 0)).flip();
+            ByteBuffer hello = new Handshake.Hello(trafficClass, owner.client().instance(), nonce, options.secret() != null).encode();
             opened.send(new ControlFrame(Type.HELLO, 0, hello).encode());
         });
     }
@@ -229,7 +227,7 @@ final class PeerChannel {
             ControlFrame frame;
             try {
                 frame = ControlFrame.decode(message);
-            } catch (ControlFrame.CorruptFrameException e) {
+            } catch (MalformedMessageException e) {
                 metrics.controlDropped();
                 LOG.warn("dropped a corrupt control message from {}: {}", owner.address(), e.getMessage());
                 return;
@@ -248,7 +246,12 @@ final class PeerChannel {
             case CHALLENGE -> onChallenge(gen, ch, frame.payload());
             case READY -> onReady(gen);
             case REJECT -> {
-                String reason = java.nio.charset.StandardCharsets.UTF_8.decode(frame.payload()).toString();
+                String reason;
+                try {
+                    reason = frame.reason();
+                } catch (MalformedMessageException e) {
+                    reason = "(a malformed reason: " + e.getMessage() + ")";
+                }
                 metrics.authFailure();
                 fail(gen, "the server refused the handshake: " + reason);
             }
@@ -258,24 +261,30 @@ final class PeerChannel {
 
     private void onChallenge(int gen, Channel ch, ByteBuffer payload) {
         byte[] secret = options.secret();
-        byte[] serverNonce = new byte[Auth.NONCE_BYTES];
-        byte[] serverProof = new byte[Auth.MAC_BYTES];
         byte[] nonce;
         synchronized (this) {
             nonce = clientNonce;
         }
-        if (secret == null || payload.remaining() != serverNonce.length + serverProof.length) {
+        if (secret == null) {
             metrics.authFailure();
-            fail(gen, "the server asked for authentication" + (secret == null ? " but no secret is configured" : " with a malformed challenge"));
+            fail(gen, "the server asked for authentication but no secret is configured");
             return;
         }
-        payload.get(serverNonce).get(serverProof);
-        if (!Auth.matches(Auth.serverProof(secret, nonce, serverNonce), serverProof)) {
+        Handshake.Challenge challenge;
+        try {
+            challenge = Handshake.Challenge.decode(payload);
+        } catch (MalformedMessageException e) {
+            metrics.authFailure();
+            fail(gen, "the server asked for authentication with a malformed challenge: " + e.getMessage());
+            return;
+        }
+        if (!Auth.matches(Auth.serverProof(secret, nonce, challenge.nonce()), challenge.mac())) {
             metrics.authFailure();
             fail(gen, "the server failed to prove it knows the shared secret");
             return;
         }
-        ch.send(new ControlFrame(Type.PROOF, 0, ByteBuffer.wrap(Auth.clientProof(secret, nonce, serverNonce))).encode());
+        ch.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(secret, nonce, challenge.nonce())).encode())
+                .encode());
     }
 
     private void onReady(int gen) {

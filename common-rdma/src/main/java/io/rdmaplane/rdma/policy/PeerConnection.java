@@ -1,11 +1,11 @@
 package io.rdmaplane.rdma.policy;
 
+import io.rdmaplane.rdma.codec.MalformedMessageException;
 import io.rdmaplane.rdma.policy.ControlFrame.Type;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -93,8 +93,15 @@ public final class PeerConnection implements AutoCloseable {
                 client.metrics().controlRoundTrip(System.nanoTime() - pending.lastSent);
                 pending.future.complete(frame.payload());
             }
-            case ERROR -> pending.future.completeExceptionally(new PeerUnavailableException(
-                    "the peer failed the request: " + StandardCharsets.UTF_8.decode(frame.payload()), null));
+            case ERROR -> {
+                String reason;
+                try {
+                    reason = frame.reason();
+                } catch (MalformedMessageException e) {
+                    reason = "(a malformed reason: " + e.getMessage() + ")";
+                }
+                pending.future.completeExceptionally(new PeerUnavailableException("the peer failed the request: " + reason, null));
+            }
             default -> { }
         }
     }

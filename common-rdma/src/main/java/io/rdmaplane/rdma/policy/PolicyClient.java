@@ -2,7 +2,6 @@ package io.rdmaplane.rdma.policy;
 
 import io.rdmaplane.rdma.provider.Node;
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
@@ -188,9 +187,9 @@ public final class PolicyClient implements AutoCloseable {
         return requestIds.incrementAndGet();
     }
 
-    byte[] instanceBytes() {
-        return ByteBuffer.allocate(16).putLong(instance.getMostSignificantBits()).putLong(instance.getLeastSignificantBits())
-                .array();
+    /** This process, as its HELLOs name it: the server keeps its answers and regions per instance. */
+    UUID instance() {
+        return instance;
     }
 
     Node node() {

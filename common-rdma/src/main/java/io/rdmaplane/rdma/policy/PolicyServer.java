@@ -1,5 +1,7 @@
 package io.rdmaplane.rdma.policy;
 
+import io.rdmaplane.rdma.codec.MalformedMessageException;
+import io.rdmaplane.rdma.codec.UnsupportedVersionException;
 import io.rdmaplane.rdma.policy.ControlFrame.Type;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
@@ -7,7 +9,6 @@ import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.net.SocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -119,7 +120,10 @@ public final class PolicyServer implements AutoCloseable {
             ControlFrame frame;
             try {
                 frame = ControlFrame.decode(message);
-            } catch (ControlFrame.CorruptFrameException e) {
+            } catch (UnsupportedVersionException e) {
+                reject(e.getMessage()); // intact, from another build: a retry cannot help, so say why and close
+                return;
+            } catch (MalformedMessageException e) {
                 metrics.controlDropped();
                 LOG.warn("dropped a corrupt control message from {}: {}", ch.remoteAddress(), e.getMessage());
                 return;
@@ -137,20 +141,22 @@ public final class PolicyServer implements AutoCloseable {
             }
         }
 
-        private void onHello(ByteBuffer hello) {
-            if (instance != null || hello.remaining() != 4 + 1 + 16 + Auth.NONCE_BYTES + 1) {
-                reject("malformed or repeated HELLO");
+        private void onHello(ByteBuffer payload) {
+            if (instance != null) {
+                reject("repeated HELLO");
                 return;
             }
-            int version = hello.getInt();
-            hello.get(); // traffic class: both are handled alike here
-            instance = new UUID(hello.getLong(), hello.getLong());
-            clientNonce = new byte[Auth.NONCE_BYTES];
-            hello.get(clientNonce);
-            boolean wantsAuth = hello.get() != 0;
-            if (version != 1) {
-                reject("protocol version " + version + " is not supported (this server speaks 1)");
-            } else if (options.secret() != null && !wantsAuth) {
+            Handshake.Hello hello;
+            try {
+                hello = Handshake.Hello.decode(payload); // its traffic class is checked; both are handled alike here
+            } catch (MalformedMessageException e) {
+                reject("malformed HELLO: " + e.getMessage());
+                return;
+            }
+            instance = hello.instance();
+            clientNonce = hello.nonce();
+            boolean wantsAuth = hello.wantsAuth();
+            if (options.secret() != null && !wantsAuth) {
                 reject("authentication is required (a secret is configured here, not on the client)");
             } else if (options.secret() == null && wantsAuth) {
                 reject("the client wants authentication but no secret is configured here");
@@ -158,17 +164,22 @@ public final class PolicyServer implements AutoCloseable {
                 authenticated();
             } else {
                 serverNonce = Auth.nonce();
-                ByteBuffer challenge = ByteBuffer.allocate(Auth.NONCE_BYTES + Auth.MAC_BYTES).put(serverNonce)
-                        .put(Auth.serverProof(options.secret(), clientNonce, serverNonce)).flip();
+                ByteBuffer challenge = new Handshake.Challenge(serverNonce, Auth.serverProof(options.secret(), clientNonce, serverNonce))
+                        .encode();
                 channel.send(new ControlFrame(Type.CHALLENGE, 0, challenge).encode());
             }
         }
 
-        private void onProof(ByteBuffer proof) {
-            byte[] got = new byte[proof.remaining()];
-            proof.get(got);
+        private void onProof(ByteBuffer payload) {
+            Handshake.Proof proof;
+            try {
+                proof = Handshake.Proof.decode(payload);
+            } catch (MalformedMessageException e) {
+                reject("authentication failed: a malformed PROOF (" + e.getMessage() + ")");
+                return;
+            }
             if (serverNonce == null || authenticated
-                    || !Auth.matches(Auth.clientProof(options.secret(), clientNonce, serverNonce), got)) {
+                    || !Auth.matches(Auth.clientProof(options.secret(), clientNonce, serverNonce), proof.mac())) {
                 reject("authentication failed");
                 return;
             }
@@ -216,8 +227,7 @@ public final class PolicyServer implements AutoCloseable {
                 return new ControlFrame(Type.RESPONSE, request.requestId(), response);
             } catch (Exception e) {
                 LOG.warn("request {} from {} failed", request.requestId(), channel.remoteAddress(), e);
-                return new ControlFrame(Type.ERROR, request.requestId(),
-                        StandardCharsets.UTF_8.encode(String.valueOf(e.getMessage())));
+                return ControlFrame.withReason(Type.ERROR, request.requestId(), String.valueOf(e.getMessage()));
             }
         }
 
@@ -227,7 +237,7 @@ public final class PolicyServer implements AutoCloseable {
             }
             LOG.warn("rejecting the channel from {}: {}", channel.remoteAddress(), reason);
             // Nothing but the reason goes out: no address or rkey reaches an unauthenticated peer.
-            channel.send(new ControlFrame(Type.REJECT, 0, StandardCharsets.UTF_8.encode(reason)).encode())
+            channel.send(ControlFrame.withReason(Type.REJECT, 0, reason).encode())
                     .whenComplete((ok, e) -> channel.close());
         }
 

@@ -210,4 +210,17 @@ class ConfigKeyTest {
         assertThrows(IllegalArgumentException.class, () -> ConfigKey.choiceKey("x", "c", List.of("a", "b"), "d"));
         assertThrows(IllegalArgumentException.class, () -> ConfigKey.choiceKey("x", "a", List.of("a", "B"), "d"));
     }
+
+    @Test
+    void keysAreForUsersUnlessMarkedInternalWhichKeepsEverythingElse() {
+        assertEquals(ConfigKey.Visibility.USER, SIZE.visibility());
+        ConfigKey<Long> internal = SIZE.internal();
+        assertEquals(ConfigKey.Visibility.INTERNAL, internal.visibility());
+        assertEquals(ConfigKey.Visibility.USER, SIZE.visibility(), "the original is unchanged");
+        assertEquals(List.of("size", "byte size", "256m", "8m .. 1t", "a size"),
+                List.of(internal.suffix(), internal.type(), internal.defaultText(), internal.allowed(), internal.doc()));
+        assertEquals(1L << 30, internal.parse("test.size", "1g"));
+        ConfigException e = assertThrows(ConfigException.class, () -> internal.parse("test.size", "1k"));
+        assertEquals("test.size = '1k': expected a byte size like 64k, 8m, 1g between 8m and 1t", e.getMessage());
+    }
 }

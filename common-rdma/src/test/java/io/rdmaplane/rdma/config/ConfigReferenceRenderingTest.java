@@ -25,4 +25,15 @@ class ConfigReferenceRenderingTest {
                 + "| `two.queueDepth` | int | `256` | 1 .. 16384 | Per channel. |\n"
                 + "| `two.mode` | choice | `a` | a, b | Either a \\| b. |\n"), md);
     }
+
+    @Test
+    void internalKeysAreListedApartAfterTheUserKeys() {
+        ConfigKey<Integer> hook = ConfigKey.intKey("test.hook", 0, 0, 9, "Set by tests.").internal();
+        String md = ConfigReference.render(List.of(new ConfigRegistry("Third", "three.", List.of(hook, DEPTH))), "make docs");
+        assertTrue(md.endsWith("\n## Third (`three.`)\n\n| Key | Type | Default | Allowed | Description |\n|---|---|---|---|---|\n"
+                + "| `three.queueDepth` | int | `256` | 1 .. 16384 | Per channel. |\n"
+                + "\nInternal: set by the plug-in itself or by tests, never by users; validated like the keys above.\n\n"
+                + "| Key | Type | Default | Allowed | Description |\n|---|---|---|---|---|\n"
+                + "| `three.test.hook` | int | `0` | 0 .. 9 | Set by tests. |\n"), md);
+    }
 }

@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -54,17 +56,27 @@ class ConfigRegistryTest {
         assertThrows(IllegalArgumentException.class, () -> REGISTRY.fullName(lookAlike));
     }
 
+    /** Validates {@code names} (each set to a value its key allows, or to "x" when not registered). */
+    private static Conf validate(ConfigRegistry registry, String... names) {
+        Map<String, String> settings = new LinkedHashMap<>();
+        for (String name : names) {
+            settings.put(name, registry.keys().stream().filter(k -> name.equals(registry.prefix() + k.suffix()))
+                    .map(ConfigKey::defaultText).findFirst().orElse("x"));
+        }
+        return registry.validate(settings.keySet(), settings::get);
+    }
+
     @Test
     void registeredAndForeignNamesAreNotUnknown() {
-        REGISTRY.checkNoUnknownKeys(List.of("x.rdma.queueDepth", "x.rdma.pool.capacity", "x.other.queueDepth",
-                "spark.master", "x.rdmaqueueDepth"));
-        REGISTRY.checkNoUnknownKeys(List.of());
+        validate(REGISTRY, "x.rdma.queueDepth", "x.rdma.pool.capacity", "x.other.queueDepth", "spark.master",
+                "x.rdmaqueueDepth");
+        validate(REGISTRY);
     }
 
     @Test
     void aTypoIsAnErrorThatSuggestsTheClosestKey() {
         ConfigException e = assertThrows(ConfigException.class,
-                () -> REGISTRY.checkNoUnknownKeys(List.of("x.rdma.queueDepth", "x.rdma.pool.capacty")));
+                () -> validate(REGISTRY, "x.rdma.queueDepth", "x.rdma.pool.capacty"));
         assertEquals("unknown key x.rdma.pool.capacty (did you mean x.rdma.pool.capacity?)"
                 + " (Test settings are listed in conf/configuration.md)", e.getMessage());
     }
@@ -72,7 +84,7 @@ class ConfigRegistryTest {
     @Test
     void wrongCaseSuggestsTheRightlyCasedKey() {
         ConfigException e = assertThrows(ConfigException.class,
-                () -> REGISTRY.checkNoUnknownKeys(List.of("x.rdma.pool.acquiretimeout")));
+                () -> validate(REGISTRY, "x.rdma.pool.acquiretimeout"));
         assertEquals("unknown key x.rdma.pool.acquiretimeout (did you mean x.rdma.pool.acquireTimeout?)"
                 + " (Test settings are listed in conf/configuration.md)", e.getMessage());
     }
@@ -80,7 +92,7 @@ class ConfigRegistryTest {
     @Test
     void everyUnknownKeyIsNamed() {
         ConfigException e = assertThrows(ConfigException.class,
-                () -> REGISTRY.checkNoUnknownKeys(List.of("x.rdma.queueDepht", "x.rdma.pool.cap", "x.rdma.")));
+                () -> validate(REGISTRY, "x.rdma.queueDepht", "x.rdma.pool.cap", "x.rdma."));
         assertEquals("unknown key x.rdma.queueDepht (did you mean x.rdma.queueDepth?);"
                 + " unknown key x.rdma.pool.cap (did you mean x.rdma.pool.capacity?);"
                 + " unknown key x.rdma. (did you mean x.rdma.queueDepth?)"
@@ -90,8 +102,41 @@ class ConfigRegistryTest {
     @Test
     void anEmptyRegistryReportsUnknownKeysWithoutSuggestion() {
         ConfigRegistry empty = new ConfigRegistry("Empty", "e.", List.of());
-        ConfigException e = assertThrows(ConfigException.class, () -> empty.checkNoUnknownKeys(List.of("e.x")));
+        ConfigException e = assertThrows(ConfigException.class, () -> validate(empty, "e.x"));
         assertEquals("unknown key e.x (Empty settings are listed in conf/configuration.md)", e.getMessage());
+    }
+
+    @Test
+    void validationChecksEveryValueAndReportsUnknownKeysAndBadValuesAtOnce() {
+        Map<String, String> settings = new LinkedHashMap<>();
+        settings.put("x.rdma.queueDepth", "0");
+        settings.put("x.rdma.pool.capacty", "1g");
+        settings.put("x.rdma.pool.acquireTimeout", "soon");
+        ConfigException e = assertThrows(ConfigException.class, () -> REGISTRY.validate(settings.keySet(), settings::get));
+        assertEquals("unknown key x.rdma.pool.capacty (did you mean x.rdma.pool.capacity?);"
+                + " x.rdma.queueDepth = '0': expected an integer between 1 and 16384;"
+                + " x.rdma.pool.acquireTimeout = 'soon': expected a duration like 200ms, 2s, 1m between 0ms and 10m"
+                + " (Test settings are listed in conf/configuration.md)", e.getMessage());
+    }
+
+    @Test
+    void aBadValueIsFoundThroughTheLookupEvenWhenItsNameIsNotListed() {
+        // e.g. a Hadoop value that comes from a default resource or a deprecated name
+        ConfigException e = assertThrows(ConfigException.class,
+                () -> REGISTRY.validate(List.of(), Map.of("x.rdma.pool.capacity", "7m")::get));
+        assertEquals("x.rdma.pool.capacity = '7m': expected a byte size like 64k, 8m, 1g between 8m and 1t"
+                + " (Test settings are listed in conf/configuration.md)", e.getMessage());
+    }
+
+    @Test
+    void theValidatedConfReadsThroughTheLookup() {
+        Map<String, String> settings = new HashMap<>(Map.of("x.rdma.queueDepth", "8"));
+        Conf conf = REGISTRY.validate(settings.keySet(), settings::get);
+        assertEquals(8, conf.get(DEPTH));
+        settings.put("x.rdma.queueDepth", "9"); // as the Spark driver adds its registry's address after start-up
+        assertEquals(9, conf.get(DEPTH));
+        settings.put("x.rdma.queueDepth", "-1");
+        assertThrows(ConfigException.class, () -> conf.get(DEPTH), "a later bad value is an error too");
     }
 
     @Test

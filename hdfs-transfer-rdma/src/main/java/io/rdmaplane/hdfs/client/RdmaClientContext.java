@@ -12,7 +12,9 @@ import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.Providers;
 import java.io.IOException;
 import java.net.URI;
+import java.util.Collections;
 import java.util.Map;
+import java.util.WeakHashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -36,6 +38,13 @@ final class RdmaClientContext {
     private static final PolicyMetrics METRICS = new PolicyMetrics();
     private static volatile RdmaClientContext instance;
     private static volatile Throwable initFailure;
+    /**
+     * Client settings already validated, per Configuration: HDFS hands every block reader of a client
+     * the same one, and checking its thousand names on each would cost more than a small READ. Like
+     * HDFS's own client settings, names are checked when the client first reads (values on every get).
+     * Weak keys: a closed client's configuration is not kept; identity, as Configuration has no equals.
+     */
+    private static final Map<Configuration, Conf> VALIDATED = Collections.synchronizedMap(new WeakHashMap<>());
 
     final Node node;
     final PolicyClient policy;
@@ -62,8 +71,26 @@ final class RdmaClientContext {
         LOG.info("HDFS RDMA reads enabled in this JVM over the {} provider", node.providerName());
     }
 
-    /** The JVM's context, or null when it could not be made (logged once; HDFS then reads over TCP). */
-    static RdmaClientContext get(Configuration conf, Conf c) {
+    /**
+     * The client's validated {@code dfs.rdma.*} settings in {@code conf}.
+     *
+     * @throws io.rdmaplane.rdma.config.ConfigException naming every unknown key and bad value
+     */
+    static Conf settings(Configuration conf) {
+        Conf c = VALIDATED.get(conf);
+        if (c == null) {
+            c = HdfsRdmaConfig.client(conf);
+            VALIDATED.put(conf, c);
+        }
+        return c;
+    }
+
+    /**
+     * The JVM's context, or null when it could not be made (logged once; HDFS then reads over TCP).
+     *
+     * @param c validated client settings; the first call's settings make the context
+     */
+    static RdmaClientContext get(Conf c) {
         RdmaClientContext ctx = instance;
         if (ctx != null || initFailure != null) {
             return ctx;
@@ -71,9 +98,6 @@ final class RdmaClientContext {
         synchronized (RdmaClientContext.class) {
             if (instance == null && initFailure == null) {
                 try {
-                    java.util.List<String> names = new java.util.ArrayList<>();
-                    conf.forEach(e -> names.add(e.getKey()));
-                    HdfsRdmaConfig.CLIENT.checkNoUnknownKeys(names); // a typo is an error naming the key, not ignored
                     instance = new RdmaClientContext(c);
                 } catch (Throwable t) {
                     initFailure = t;

@@ -3,6 +3,7 @@ package io.rdmaplane.hdfs.client;
 import com.codahale.metrics.MetricRegistry;
 import io.rdmaplane.hdfs.HdfsRdmaConfig;
 import io.rdmaplane.rdma.config.Conf;
+import io.rdmaplane.rdma.config.ConfigException;
 import io.rdmaplane.rdma.policy.PeerConnection;
 import java.net.InetSocketAddress;
 import java.net.URI;
@@ -17,8 +18,10 @@ import org.slf4j.LoggerFactory;
  * The client side: listed in {@code dfs.client.replica.accessor.builder.classes}, HDFS's block
  * reader factory asks it first for every block reader (sequential reads, each positioned read).
  * {@link #build()} returns an RDMA accessor, or null so that HDFS uses its own readers (TCP,
- * short-circuit): when RDMA is off, the block is not found or still being written, no DataNode
- * holding it runs the RDMA service, or one of them recently refused it.
+ * short-circuit): when RDMA is off, the transport cannot start here, the block is not found or
+ * still being written, no DataNode holding it runs the RDMA service, or one of them recently
+ * refused it. A bad {@code dfs.rdma.*} setting is not a reason to read over TCP: it is an error
+ * naming the key, thrown by the reads of that block.
  *
  * <p>HDFS gives the builder the block but not the DataNode it chose, so the builder asks the
  * NameNode for the file's block locations (cached per file) and takes the first location, in
@@ -94,10 +97,26 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
         return this;
     }
 
+    /**
+     * @return an RDMA accessor; null when RDMA cannot serve this block (HDFS then reads it over TCP);
+     *         or, when a {@code dfs.rdma.*} setting is bad, an accessor whose reads fail with the
+     *         error naming the key: a misconfigured client must not quietly read over TCP
+     */
     @Override
     public ReplicaAccessor build() {
+        if (conf == null || fileName == null || poolId == null || visibleLength <= 0) {
+            RdmaClientContext.count("hdfs.client.declined");
+            return null;
+        }
+        Conf c;
         try {
-            ReplicaAccessor accessor = tryBuild();
+            c = RdmaClientContext.settings(conf);
+        } catch (ConfigException bad) {
+            RdmaClientContext.count("hdfs.client.configErrors");
+            return new MisconfiguredReplicaAccessor(bad);
+        }
+        try {
+            ReplicaAccessor accessor = tryBuild(c);
             RdmaClientContext.count(accessor == null ? "hdfs.client.declined" : "hdfs.client.accessors");
             return accessor;
         } catch (Throwable t) {
@@ -107,11 +126,7 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
         }
     }
 
-    private ReplicaAccessor tryBuild() throws Exception {
-        if (conf == null || fileName == null || poolId == null || visibleLength <= 0) {
-            return null;
-        }
-        Conf c = HdfsRdmaConfig.CLIENT.bind(conf::get);
+    private ReplicaAccessor tryBuild(Conf c) throws Exception {
         if (!c.get(HdfsRdmaConfig.CLIENT_ENABLED)) {
             return null;
         }
@@ -119,7 +134,7 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
         if (!"hdfs".equals(nameNode.getScheme())) {
             return null;
         }
-        RdmaClientContext ctx = RdmaClientContext.get(conf, c);
+        RdmaClientContext ctx = RdmaClientContext.get(c);
         if (ctx == null) {
             return null;
         }

@@ -12,11 +12,11 @@ import java.lang.management.ManagementFactory;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import javax.management.ObjectName;
+import org.apache.hadoop.conf.Configurable;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.security.token.block.BlockPoolTokenSecretManager;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
@@ -32,8 +32,13 @@ import org.slf4j.LoggerFactory;
  * and publishes its state and port as a JMX bean, which the DataNode's {@code /jmx} serves and
  * clients read to find the port. Failing to start never stops the DataNode: it logs one ERROR
  * line that says so and the bean shows FAILED with the cause; clients then read over TCP.
+ *
+ * <p>A bad {@code dfs.datanode.rdma.*} setting is different: it stops the DataNode's start-up with
+ * an error naming the key, as a bad value of HDFS's own settings does. Hadoop makes the plug-in
+ * with {@code ReflectionUtils.newInstance}, which hands a {@link Configurable} its configuration,
+ * and the DataNode rethrows what that throws (it only logs what {@link #start} throws).
  */
-public final class RdmaDataNodePlugin implements ServicePlugin, RdmaBlockServiceMXBean {
+public final class RdmaDataNodePlugin implements ServicePlugin, Configurable, RdmaBlockServiceMXBean {
     private static final Logger LOG = LoggerFactory.getLogger(RdmaDataNodePlugin.class);
     /** The bean name of the service of the DataNode whose transfer port is {@code xferPort}. */
     public static final String BEAN_PREFIX = "Hadoop:service=DataNode,name=RdmaBlockService-";
@@ -49,10 +54,26 @@ public final class RdmaDataNodePlugin implements ServicePlugin, RdmaBlockService
     private BlockService service;
     private ScheduledExecutorService sweeper;
     private ObjectName beanName;
+    private Configuration conf;
     private final PolicyMetrics metrics = new PolicyMetrics();
 
     public static String beanName(int xferPort) {
         return BEAN_PREFIX + xferPort;
+    }
+
+    /**
+     * @throws io.rdmaplane.rdma.config.ConfigException naming every unknown key and bad value under
+     *         {@code dfs.datanode.rdma.}
+     */
+    @Override
+    public void setConf(Configuration conf) {
+        HdfsRdmaConfig.dataNode(conf);
+        this.conf = conf;
+    }
+
+    @Override
+    public Configuration getConf() {
+        return conf;
     }
 
     @Override
@@ -67,8 +88,7 @@ public final class RdmaDataNodePlugin implements ServicePlugin, RdmaBlockService
         publishBean(xfer.getPort());
         try {
             Configuration conf = dn.getConf();
-            HdfsRdmaConfig.DATANODE.checkNoUnknownKeys(names(conf));
-            Conf c = HdfsRdmaConfig.DATANODE.bind(conf::get);
+            Conf c = HdfsRdmaConfig.dataNode(conf); // checked in setConf already when Hadoop made the plug-in
             if (!c.get(HdfsRdmaConfig.DN_ENABLED)) {
                 state = "DISABLED";
                 LOG.info("RDMA block service disabled on DataNode {} (dfs.datanode.rdma.enabled=false)", dn.getDisplayName());
@@ -122,14 +142,6 @@ public final class RdmaDataNodePlugin implements ServicePlugin, RdmaBlockService
                     + " only; see the RdmaBlockService bean in its /jmx ############", dn.getDisplayName(), t.toString(), t);
             closeQuietly();
         }
-    }
-
-    private static Iterable<String> names(Configuration conf) {
-        List<String> names = new ArrayList<>();
-        for (Map.Entry<String, String> e : conf) {
-            names.add(e.getKey());
-        }
-        return names;
     }
 
     private void publishBean(int xferPort) {

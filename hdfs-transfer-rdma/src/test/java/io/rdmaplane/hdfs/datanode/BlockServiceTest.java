@@ -239,8 +239,9 @@ class BlockServiceTest {
     @Test
     void aMalformedRequestIsAnErrorOfThatRequestAndRegistersNothing() {
         long registrations = server.registrationCount();
-        assertThrows(IllegalArgumentException.class, () -> service.handle(PEER, ByteBuffer.wrap(new byte[] {1, 0, 0})),
-                "truncated");
+        ByteBuffer whole = request(1, 0, 100, false).encode();
+        ByteBuffer truncated = whole.limit(whole.limit() - 3);
+        assertThrows(IllegalArgumentException.class, () -> service.handle(PEER, truncated), "truncated");
         ByteBuffer otherVersion = request(1, 0, 100, false).encode();
         otherVersion.put(0, (byte) 99);
         assertThrows(IllegalArgumentException.class, () -> service.handle(PEER, otherVersion), "unknown version");

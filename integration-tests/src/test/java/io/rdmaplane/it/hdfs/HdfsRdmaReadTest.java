@@ -4,11 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.codahale.metrics.MetricRegistry;
 import io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder;
 import io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin;
+import io.rdmaplane.rdma.config.ConfigException;
 import io.rdmaplane.rdma.testing.Polling;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
@@ -21,7 +23,9 @@ import java.util.Random;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.ReplicaAccessor;
@@ -400,5 +404,34 @@ class HdfsRdmaReadTest {
     void unknownBlockIsDeclined() {
         assertNull(new RdmaReplicaAccessorBuilder().setFileName("/f1").setBlock(123456789L, "BP-none")
                 .setGenerationStamp(1).setVisibleLength(10).setConfiguration(hdfs.rdmaConf).build());
+    }
+
+    @Test
+    void aMisconfiguredClientFailsItsReadsNamingTheKeyInsteadOfReadingOverTcp() throws IOException {
+        int size = HdfsCluster.BLOCK + 1;
+        long configErrors = counter("hdfs.client.configErrors");
+        String[][] cases = {
+            {"dfs.rdma.readahaed", "4m", "unknown key dfs.rdma.readahaed (did you mean dfs.rdma.readahead?)"},
+            {"dfs.rdma.readahead", "16m", "dfs.rdma.readahead = '16m': expected a byte size like 64k, 8m, 1g between 64k and 8m"}};
+        for (String[] bad : cases) {
+            Configuration conf = new Configuration(hdfs.rdmaConf);
+            conf.set(bad[0], bad[1]);
+            String expected = bad[2] + " (HDFS client settings are listed in conf/configuration.md)";
+            try (FileSystem fs = FileSystem.newInstance(hdfs.cluster.getURI(), conf);
+                 FSDataInputStream in = fs.open(new Path("/f" + size))) {
+                ConfigException sequential = assertThrows(ConfigException.class, () -> in.read(new byte[100]));
+                assertEquals(expected, sequential.getMessage());
+                ConfigException positioned = assertThrows(ConfigException.class, () -> in.readFully(size - 10, new byte[10]));
+                assertEquals(expected, positioned.getMessage());
+                ConfigException buffer = assertThrows(ConfigException.class, () -> in.read(java.nio.ByteBuffer.allocate(10)));
+                assertEquals(expected, buffer.getMessage());
+            }
+        }
+        // counted once per block reader HDFS asked for: at least the sequential and the positioned one of each case
+        assertTrue(counter("hdfs.client.configErrors") >= configErrors + 2L * cases.length);
+        // fixed, the same reads work (the bad settings changed nothing for this JVM's other clients)
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + size))) {
+            assertArrayEquals(HdfsCluster.bytes(size, size), HdfsCluster.readAll(in, 65536));
+        }
     }
 }

@@ -41,13 +41,13 @@ public final class ExecutorRegistry implements AutoCloseable {
 
     ByteBuffer handle(ByteBuffer message) {
         RegistryProtocol.Request request = RegistryProtocol.decodeRequest(message);
-        if (request.type() == RegistryProtocol.REGISTER) {
+        if (request.type() == RegistryProtocol.Type.REGISTER) {
             InetSocketAddress previous = executors.put(request.executorId(), request.address());
             if (previous == null || !previous.equals(request.address())) {
                 LOG.info("RDMA shuffle registry: executor {} serves shuffle blocks at {}:{}", request.executorId(),
                         request.host(), request.port());
             }
-            return ByteBuffer.allocate(0);
+            return RegistryProtocol.registered();
         }
         InetSocketAddress known = executors.get(request.executorId());
         return known == null ? RegistryProtocol.lookupAnswer(null, 0)

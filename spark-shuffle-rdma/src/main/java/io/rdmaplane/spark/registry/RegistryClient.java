@@ -50,8 +50,8 @@ public final class RegistryClient implements AutoCloseable {
     /** Registers {@code executorId} at {@code address}; waits for the answer. */
     public void register(String executorId, InetSocketAddress address) throws Exception {
         String host = address.getAddress() != null ? address.getAddress().getHostAddress() : address.getHostString();
-        client.peer(registry).request(RegistryProtocol.register(executorId, host, address.getPort()))
-                .get(wait.toNanos(), TimeUnit.NANOSECONDS);
+        RegistryProtocol.decodeRegistered(client.peer(registry).request(RegistryProtocol.register(executorId, host,
+                address.getPort())).get(wait.toNanos(), TimeUnit.NANOSECONDS));
     }
 
     /**

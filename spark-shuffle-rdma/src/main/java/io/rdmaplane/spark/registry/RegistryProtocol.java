@@ -1,23 +1,48 @@
 package io.rdmaplane.spark.registry;
 
+import io.rdmaplane.rdma.codec.MalformedMessageException;
+import io.rdmaplane.rdma.codec.MessageReader;
+import io.rdmaplane.rdma.codec.MessageWriter;
+import io.rdmaplane.rdma.codec.Protocol;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 
 /**
- * The registry's control messages (big-endian; the policy layer CRC-checks every frame):
- * REGISTER = byte 1, UTF executorId, UTF host, int port (answered by an empty response);
- * LOOKUP = byte 2, UTF executorId (answered by byte found, then if found UTF host, int port).
- * A UTF is an unsigned short byte count and that many UTF-8 bytes. Decoders check every length
- * against the bytes left and throw {@link IllegalArgumentException} naming the field.
+ * The registry's control messages, in the shared codec ({@code version:u8 type:u8} then the
+ * fields, big-endian; the policy layer CRC-checks every frame): REGISTER {@code string executorId,
+ * string host, int port}, answered by REGISTERED (no fields); LOOKUP {@code string executorId},
+ * answered by LOOKUP_ANSWER {@code bool found}, then if found {@code string host, int port}.
+ * A string is a u16 byte count and that many bytes of UTF-8, at most {@value #MAX_STRING_BYTES}.
+ * Decoders check every length against its bound and the bytes left and throw
+ * {@link MalformedMessageException} naming the field.
  */
 public final class RegistryProtocol {
-    public static final byte REGISTER = 1;
-    public static final byte LOOKUP = 2;
-    private static final int MAX_UTF_BYTES = 0xFFFF;
+    /** 2: the first on the shared codec. */
+    public static final int VERSION = 2;
+    /** The longest executor id or host name a message carries. */
+    public static final int MAX_STRING_BYTES = 1024;
+
+    public enum Type {
+        REGISTER(0x20),
+        REGISTERED(0x21),
+        LOOKUP(0x22),
+        LOOKUP_ANSWER(0x23);
+
+        private final int wireId;
+
+        Type(int wireId) {
+            this.wireId = wireId;
+        }
+
+        public int wireId() {
+            return wireId;
+        }
+    }
+
+    public static final Protocol<Type> PROTOCOL = Protocol.of("registry", VERSION, Type.class, Type::wireId);
 
     /** A decoded request: REGISTER carries an address, LOOKUP does not. */
-    public record Request(byte type, String executorId, String host, int port) {
+    public record Request(Type type, String executorId, String host, int port) {
         public InetSocketAddress address() {
             return InetSocketAddress.createUnresolved(host, port);
         }
@@ -27,98 +52,64 @@ public final class RegistryProtocol {
     }
 
     public static ByteBuffer register(String executorId, String host, int port) {
-        byte[] id = utf(executorId, "executorId");
-        byte[] h = utf(host, "host");
-        ByteBuffer out = ByteBuffer.allocate(1 + 2 + id.length + 2 + h.length + 4);
-        out.put(REGISTER).putShort((short) id.length).put(id).putShort((short) h.length).put(h).putInt(port);
-        return out.flip();
+        return PROTOCOL.write(Type.REGISTER).string("executorId", executorId, MAX_STRING_BYTES)
+                .string("host", host, MAX_STRING_BYTES).i32(port).finish();
     }
 
     public static ByteBuffer lookup(String executorId) {
-        byte[] id = utf(executorId, "executorId");
-        return ByteBuffer.allocate(1 + 2 + id.length).put(LOOKUP).putShort((short) id.length).put(id).flip();
+        return PROTOCOL.write(Type.LOOKUP).string("executorId", executorId, MAX_STRING_BYTES).finish();
     }
 
+    /** @throws MalformedMessageException naming the field that is malformed */
     public static Request decodeRequest(ByteBuffer in) {
-        ByteBuffer b = in.duplicate();
-        need(b, 1, "type");
-        byte type = b.get();
-        String id = readUtf(b, "executorId");
-        Request request;
-        if (type == REGISTER) {
-            String host = readUtf(b, "host");
-            need(b, 4, "port");
-            int port = b.getInt();
-            if (port < 0 || port > 65535) {
-                throw new IllegalArgumentException("port out of range: " + port);
-            }
-            request = new Request(type, id, host, port);
-        } else if (type == LOOKUP) {
-            request = new Request(type, id, null, -1);
-        } else {
-            throw new IllegalArgumentException("type: unknown registry request type " + type);
-        }
-        if (b.hasRemaining()) {
-            throw new IllegalArgumentException("trailing: " + b.remaining() + " bytes after the request");
-        }
+        MessageReader<Type> r = PROTOCOL.read(in);
+        Request request = switch (r.type()) {
+            case REGISTER -> new Request(Type.REGISTER, r.string("executorId", MAX_STRING_BYTES), r.string("host", MAX_STRING_BYTES),
+                    port(r));
+            case LOOKUP -> new Request(Type.LOOKUP, r.string("executorId", MAX_STRING_BYTES), null, -1);
+            default -> throw r.malformed("type", "a " + r.type() + " is an answer, not a registry request");
+        };
+        r.end();
         return request;
+    }
+
+    /** The answer to a REGISTER. */
+    public static ByteBuffer registered() {
+        return PROTOCOL.write(Type.REGISTERED).finish();
+    }
+
+    /** Checks that {@code in} is the answer to a REGISTER. */
+    public static void decodeRegistered(ByteBuffer in) {
+        PROTOCOL.read(in, Type.REGISTERED).end();
     }
 
     /** The answer to a LOOKUP: null for not found. */
     public static ByteBuffer lookupAnswer(String host, int port) {
-        if (host == null) {
-            return ByteBuffer.allocate(1).put((byte) 0).flip();
+        MessageWriter out = PROTOCOL.write(Type.LOOKUP_ANSWER).bool(host != null);
+        if (host != null) {
+            out.string("host", host, MAX_STRING_BYTES).i32(port);
         }
-        byte[] h = utf(host, "host");
-        return ByteBuffer.allocate(1 + 2 + h.length + 4).put((byte) 1).putShort((short) h.length).put(h).putInt(port).flip();
+        return out.finish();
     }
 
-    /** Decodes a LOOKUP answer: the address (unresolved), or null when the executor is not registered. */
+    /**
+     * Decodes a LOOKUP answer: the address (unresolved), or null when the executor is not registered.
+     *
+     * @throws MalformedMessageException naming the field that is malformed
+     */
     public static InetSocketAddress decodeLookupAnswer(ByteBuffer in) {
-        ByteBuffer b = in.duplicate();
-        need(b, 1, "found");
-        byte found = b.get();
-        if (found == 0) {
-            if (b.hasRemaining()) {
-                throw new IllegalArgumentException("trailing: " + b.remaining() + " bytes after a not-found answer");
-            }
-            return null;
-        }
-        if (found != 1) {
-            throw new IllegalArgumentException("found: expected 0 or 1, was " + found);
-        }
-        String host = readUtf(b, "host");
-        need(b, 4, "port");
-        int port = b.getInt();
+        MessageReader<Type> r = PROTOCOL.read(in, Type.LOOKUP_ANSWER);
+        InetSocketAddress address = r.bool("found") ? InetSocketAddress.createUnresolved(r.string("host", MAX_STRING_BYTES), port(r))
+                : null;
+        r.end();
+        return address;
+    }
+
+    private static int port(MessageReader<Type> r) {
+        int port = r.i32("port");
         if (port < 0 || port > 65535) {
-            throw new IllegalArgumentException("port out of range: " + port);
+            throw r.malformed("port", "out of range: " + port);
         }
-        if (b.hasRemaining()) {
-            throw new IllegalArgumentException("trailing: " + b.remaining() + " bytes after the answer");
-        }
-        return InetSocketAddress.createUnresolved(host, port);
-    }
-
-    private static byte[] utf(String s, String field) {
-        byte[] bytes = s.getBytes(StandardCharsets.UTF_8);
-        if (bytes.length > MAX_UTF_BYTES) {
-            throw new IllegalArgumentException(field + " is longer than " + MAX_UTF_BYTES + " bytes");
-        }
-        return bytes;
-    }
-
-    private static String readUtf(ByteBuffer b, String field) {
-        need(b, 2, field + " length");
-        int length = Short.toUnsignedInt(b.getShort());
-        need(b, length, field);
-        byte[] bytes = new byte[length];
-        b.get(bytes);
-        return new String(bytes, StandardCharsets.UTF_8);
-    }
-
-    private static void need(ByteBuffer b, int bytes, String field) {
-        if (b.remaining() < bytes) {
-            throw new IllegalArgumentException(field + ": needs " + bytes + " bytes, " + b.remaining() + " left");
-        }
+        return port;
     }
 }

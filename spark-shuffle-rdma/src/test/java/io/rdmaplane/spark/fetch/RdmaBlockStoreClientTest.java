@@ -448,7 +448,8 @@ class RdmaBlockStoreClientTest {
     @Test
     void testMalformedLocateIsAnsweredWithAnErrorAndTheServerGoesOn() throws Exception {
         ExecutionException e = assertThrows(ExecutionException.class, () -> policy.peer(a.server.address())
-                .request(ByteBuffer.wrap(new byte[] {LocateProtocol.TYPE_LOCATE, 0, 0})).get(10, TimeUnit.SECONDS));
+                .request(ByteBuffer.wrap(new byte[] {LocateProtocol.VERSION, (byte) LocateProtocol.Type.LOCATE.wireId(), 0, 0}))
+                .get(10, TimeUnit.SECONDS));
         assertTrue(e.getCause() instanceof PeerUnavailableException, e.toString());
         assertTrue(e.getCause().getMessage().contains("shuffleId"), "the error names the field: " + e.getCause().getMessage());
         RecordingListener listener = new RecordingListener(false);

@@ -5,9 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.codec.MalformedMessageException;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.spark.registry.RegistryProtocol.Type;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.time.Duration;
@@ -19,31 +21,78 @@ class RegistryTest {
     @Test
     void messagesRoundTrip() {
         RegistryProtocol.Request r = RegistryProtocol.decodeRequest(RegistryProtocol.register("7", "10.0.0.1", 4711));
-        assertEquals(new RegistryProtocol.Request(RegistryProtocol.REGISTER, "7", "10.0.0.1", 4711), r);
+        assertEquals(new RegistryProtocol.Request(Type.REGISTER, "7", "10.0.0.1", 4711), r);
         r = RegistryProtocol.decodeRequest(RegistryProtocol.lookup("exécuteur"));
         assertEquals("exécuteur", r.executorId());
-        assertEquals(RegistryProtocol.LOOKUP, r.type());
+        assertEquals(Type.LOOKUP, r.type());
         assertNull(RegistryProtocol.decodeLookupAnswer(RegistryProtocol.lookupAnswer(null, 0)));
         InetSocketAddress a = RegistryProtocol.decodeLookupAnswer(RegistryProtocol.lookupAnswer("h", 9));
         assertEquals("h", a.getHostString());
         assertEquals(9, a.getPort());
+        RegistryProtocol.decodeRegistered(RegistryProtocol.registered());
     }
 
     @Test
     void malformedMessagesNameTheField() {
-        assertMessage("type", ByteBuffer.allocate(0), true);
-        assertMessage("type: unknown", ByteBuffer.wrap(new byte[] {9, 0, 0}), true);
-        assertMessage("executorId", ByteBuffer.wrap(new byte[] {1, 0, 5, 'a'}), true);
+        byte v = RegistryProtocol.VERSION;
+        assertMessage("version", ByteBuffer.allocate(0), true);
+        assertMessage("version: unsupported registry version 1", ByteBuffer.wrap(new byte[] {1, id(Type.LOOKUP), 0, 0}), true);
+        assertMessage("type: unknown", ByteBuffer.wrap(new byte[] {v, 9, 0, 0}), true);
+        assertMessage("type", RegistryProtocol.lookupAnswer(null, 0), true);
+        assertMessage("executorId", ByteBuffer.wrap(new byte[] {v, id(Type.REGISTER), 0, 5, 'a'}), true);
+        assertMessage("executorId: 4096 bytes is more than the " + RegistryProtocol.MAX_STRING_BYTES + "-byte bound",
+                ByteBuffer.wrap(new byte[] {v, id(Type.LOOKUP), 0x10, 0}), true);
         ByteBuffer shortPort = RegistryProtocol.register("1", "h", 1);
         assertMessage("port", shortPort.limit(shortPort.limit() - 1), true);
         ByteBuffer trailing = ByteBuffer.allocate(16).put(RegistryProtocol.lookup("1")).put((byte) 0).flip();
         assertMessage("trailing", trailing, true);
-        assertMessage("found", ByteBuffer.wrap(new byte[] {2}), false);
-        assertMessage("host", ByteBuffer.wrap(new byte[] {1, 0, 3, 'h'}), false);
+        assertMessage("found", ByteBuffer.wrap(new byte[] {v, id(Type.LOOKUP_ANSWER), 2}), false);
+        assertMessage("host", ByteBuffer.wrap(new byte[] {v, id(Type.LOOKUP_ANSWER), 1, 0, 3, 'h'}), false);
+        assertMessage("type: expected a registry LOOKUP_ANSWER message, was REGISTERED", RegistryProtocol.registered(), false);
+    }
+
+    /** Random bytes and mutations of valid messages: the decoders only ever throw the codec's error. */
+    @Test
+    void fuzzedMessagesOnlyEverThrowMalformedMessageException() {
+        java.util.Random random = new java.util.Random(20250613);
+        List<ByteBuffer> seeds = List.of(RegistryProtocol.register("17", "10.1.2.3", 4711), RegistryProtocol.lookup("exécuteur"),
+                RegistryProtocol.lookupAnswer("host.example", 7337), RegistryProtocol.lookupAnswer(null, 0),
+                RegistryProtocol.registered());
+        int decoded = 0;
+        for (int round = 0; round < 5_000; round++) {
+            ByteBuffer seed = seeds.get(random.nextInt(seeds.size()));
+            byte[] bytes = new byte[seed.remaining()];
+            seed.duplicate().get(bytes);
+            switch (round % 3) {
+                case 0 -> bytes = java.util.Arrays.copyOf(bytes, random.nextInt(bytes.length + 1));
+                case 1 -> bytes[random.nextInt(bytes.length)] ^= (byte) (1 + random.nextInt(255));
+                default -> {
+                    bytes = new byte[random.nextInt(32)];
+                    random.nextBytes(bytes);
+                }
+            }
+            ByteBuffer input = ByteBuffer.wrap(bytes);
+            for (Runnable decode : List.<Runnable>of(() -> RegistryProtocol.decodeRequest(input),
+                    () -> RegistryProtocol.decodeLookupAnswer(input), () -> RegistryProtocol.decodeRegistered(input))) {
+                try {
+                    decode.run();
+                    decoded++;
+                } catch (MalformedMessageException expected) {
+                    // the one error a decoder may throw
+                } catch (RuntimeException e) {
+                    org.junit.jupiter.api.Assertions.fail("a decoder threw " + e + " instead of MalformedMessageException", e);
+                }
+            }
+        }
+        assertTrue(decoded > 0, "some inputs (whole messages, harmless flips) still decode");
+    }
+
+    private static byte id(Type type) {
+        return (byte) RegistryProtocol.PROTOCOL.wireId(type);
     }
 
     private static void assertMessage(String field, ByteBuffer bytes, boolean request) {
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> {
+        MalformedMessageException e = assertThrows(MalformedMessageException.class, () -> {
             if (request) {
                 RegistryProtocol.decodeRequest(bytes);
             } else {

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.rdmaplane.rdma.codec.MalformedMessageException;
+import io.rdmaplane.rdma.codec.Protocol;
 import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.spark.serve.LocateProtocol.BlockRef;
 import io.rdmaplane.spark.serve.LocateProtocol.Request;
@@ -22,7 +24,8 @@ class LocateProtocolTest {
         Request request = new Request(7, List.of(new BlockRef(0, 0), new BlockRef(Long.MAX_VALUE, 1999), new BlockRef(42, 3)));
         ByteBuffer encoded = LocateProtocol.encodeRequest(request);
         assertEquals(LocateProtocol.requestBytes(3), encoded.remaining());
-        assertEquals(LocateProtocol.TYPE_LOCATE, encoded.get(0));
+        assertEquals(LocateProtocol.VERSION, encoded.get(0));
+        assertEquals(LocateProtocol.Type.LOCATE.wireId(), encoded.get(1));
         assertEquals(request, LocateProtocol.decodeRequest(encoded));
         assertEquals(0, encoded.position(), "decoding does not move the caller's buffer");
     }
@@ -32,7 +35,7 @@ class LocateProtocolTest {
         RemoteBlock[][] located = {{new RemoteBlock(0x1000_0000_0000L, -5, 1, 0)}, null,
                 {new RemoteBlock(-1L, 17, 300, -123456), new RemoteBlock(7, 8, 1 << 30, 9), new RemoteBlock(1, 2, 16, 3)}, null};
         ByteBuffer encoded = LocateProtocol.encodeResponse(located);
-        assertEquals(4 + (1 + 20) + 1 + (1 + 3 * 20) + 1, encoded.remaining());
+        assertEquals(Protocol.HEADER_BYTES + 4 + (1 + 20) + 1 + (1 + 3 * 20) + 1, encoded.remaining());
         RemoteBlock[][] decoded = LocateProtocol.decodeResponse(encoded, 4);
         for (int i = 0; i < located.length; i++) {
             assertArrayEquals(located[i], decoded[i], "block " + i);
@@ -41,29 +44,34 @@ class LocateProtocolTest {
 
     @Test
     void testMalformedMessagesNameTheField() {
+        // Offsets are past the codec's header: version at 0, type at 1.
+        int h = Protocol.HEADER_BYTES;
         ByteBuffer good = LocateProtocol.encodeRequest(new Request(1, List.of(new BlockRef(5, 6))));
-        assertField("type", () -> LocateProtocol.decodeRequest(ByteBuffer.allocate(0)));
-        assertField("type", () -> LocateProtocol.decodeRequest(copyWith(good, 0, (byte) 1)));
-        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, 5, 0)));
-        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, 5, LocateProtocol.MAX_BLOCKS + 1)));
-        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, 5, 2)));
-        assertField("shuffleId", () -> LocateProtocol.decodeRequest(withInt(good, 1, -1)));
-        assertField("mapId", () -> LocateProtocol.decodeRequest(copyWith(good, 9, (byte) 0x80)));
-        assertField("reduceId", () -> LocateProtocol.decodeRequest(copyWith(good, 17, (byte) 0x80)));
+        assertField("version", () -> LocateProtocol.decodeRequest(ByteBuffer.allocate(0)));
+        assertField("version", () -> LocateProtocol.decodeRequest(copyWith(good, 0, (byte) 1)));
+        assertField("type", () -> LocateProtocol.decodeRequest(copyWith(good, 1, (byte) 3)));
+        assertField("type", () -> LocateProtocol.decodeRequest(copyWith(good, 1, (byte) LocateProtocol.Type.LOCATED.wireId())));
+        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, h + 4, 0)));
+        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, h + 4, LocateProtocol.MAX_BLOCKS + 1)));
+        assertField("count", () -> LocateProtocol.decodeRequest(withInt(good, h + 4, 2)));
+        assertField("shuffleId", () -> LocateProtocol.decodeRequest(withInt(good, h, -1)));
+        assertField("mapId", () -> LocateProtocol.decodeRequest(copyWith(good, h + 8, (byte) 0x80)));
+        assertField("reduceId", () -> LocateProtocol.decodeRequest(copyWith(good, h + 16, (byte) 0x80)));
         assertField("count", () -> LocateProtocol.decodeRequest(concat(good, new byte[1])));
 
         ByteBuffer answer = LocateProtocol.encodeResponse(new RemoteBlock[][] {{new RemoteBlock(1, 2, 3, 4)}});
+        assertField("type", () -> LocateProtocol.decodeResponse(good, 1));
         assertField("count", () -> LocateProtocol.decodeResponse(answer, 2));
-        assertField("pieces of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, 4, (byte) 4), 1));
-        assertField("pieces of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, 4, (byte) -1), 1));
-        assertField("location of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, 4, (byte) 2), 1));
-        assertField("length of piece 0 of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, 4 + 1 + 8 + 4, 0), 1));
-        assertField("location of block 0", () -> LocateProtocol.decodeResponse(answer.duplicate().limit(10), 1));
+        assertField("pieces of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, h + 4, (byte) 4), 1));
+        assertField("pieces of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, h + 4, (byte) -1), 1));
+        assertField("location of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, h + 4, (byte) 2), 1));
+        assertField("length of piece 0 of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, h + 4 + 1 + 8 + 4, 0), 1));
+        assertField("location of block 0", () -> LocateProtocol.decodeResponse(answer.duplicate().limit(h + 10), 1));
         assertField("count", () -> LocateProtocol.decodeResponse(concat(answer, new byte[] {0}), 1));
     }
 
     @Test
-    void testFuzzedBytesOnlyEverThrowIllegalArgumentException() {
+    void testFuzzedBytesOnlyEverThrowMalformedMessageException() {
         Random random = new Random(20240605);
         List<ByteBuffer> seeds = new ArrayList<>();
         for (int n : new int[] {1, 2, 17, LocateProtocol.MAX_BLOCKS}) {
@@ -89,8 +97,9 @@ class LocateProtocolTest {
             if (kind == 0) { // random bytes, sometimes with a plausible head
                 byte[] bytes = new byte[random.nextInt(64)];
                 random.nextBytes(bytes);
-                if (bytes.length > 0 && random.nextBoolean()) {
-                    bytes[0] = LocateProtocol.TYPE_LOCATE;
+                if (bytes.length > 1 && random.nextBoolean()) {
+                    bytes[0] = LocateProtocol.VERSION;
+                    bytes[1] = (byte) LocateProtocol.Type.values()[random.nextInt(2)].wireId();
                 }
                 input = ByteBuffer.wrap(bytes);
             } else {
@@ -115,7 +124,8 @@ class LocateProtocolTest {
                 }
             }
             decoded += tryDecode(() -> LocateProtocol.decodeRequest(input));
-            int expected = random.nextInt(3) == 0 ? 1 + random.nextInt(LocateProtocol.MAX_BLOCKS) : input.remaining() >= 4 ? input.getInt(0) : 1;
+            int expected = random.nextInt(3) == 0 ? 1 + random.nextInt(LocateProtocol.MAX_BLOCKS)
+                    : input.remaining() >= Protocol.HEADER_BYTES + 4 ? input.getInt(Protocol.HEADER_BYTES) : 1;
             decoded += tryDecode(() -> LocateProtocol.decodeResponse(input, expected));
         }
         assertTrue(decoded > 0, "some fuzzed inputs (e.g. untouched tails of valid messages) still decode");
@@ -125,16 +135,16 @@ class LocateProtocolTest {
         try {
             decode.run();
             return 1;
-        } catch (IllegalArgumentException expected) {
+        } catch (MalformedMessageException expected) {
             return 0;
         } catch (RuntimeException e) {
-            fail("a decoder threw " + e + " instead of IllegalArgumentException", e);
+            fail("a decoder threw " + e + " instead of MalformedMessageException (an IllegalArgumentException)", e);
             return 0;
         }
     }
 
     private static void assertField(String field, Runnable decode) {
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, decode::run);
+        MalformedMessageException e = assertThrows(MalformedMessageException.class, decode::run);
         assertTrue(e.getMessage().startsWith(field), "'" + e.getMessage() + "' should name " + field);
     }
 

@@ -41,7 +41,7 @@ import org.apache.arrow.memory.RootAllocator;
  *     Its registered bytes are counted generously: the size class of the exact framed length.</li>
  * </ul>
  * Prints MiB/s of payload and registered bytes per payload byte for three shapes of map output.
- * Run: {@code mvn -B -o -q -pl spark-shuffle-rdma test-compile exec:exec@publish-bench [-Dbench.args="256"]}
+ * Run: {@code mvn -B -q -pl spark-shuffle-rdma -am -Ppublish-bench process-test-classes [-Dbench.args="256"]}
  * (argument: MiB of payload published per shape and design).
  */
 public final class MapOutputPublishBench {

@@ -1,0 +1,66 @@
+package io.rdmaplane.rdma.policy;
+
+import io.rdmaplane.rdma.codec.MalformedMessageException;
+import io.rdmaplane.rdma.codec.MessageReader;
+import io.rdmaplane.rdma.codec.MessageWriter;
+import io.rdmaplane.rdma.codec.WireIds;
+import java.nio.ByteBuffer;
+import java.util.UUID;
+
+/**
+ * The payloads of the handshake frames, each encoded and checked here only (the client builds
+ * them, the server reads them, or the other way round). The frame's header carries the version.
+ */
+final class Handshake {
+    static final WireIds<TrafficClass> TRAFFIC_CLASSES = WireIds.of(TrafficClass.class, "traffic class", c -> switch (c) {
+        case CONTROL -> 1;
+        case DATA -> 2;
+    });
+
+    private Handshake() {
+    }
+
+    /** HELLO: {@code class:u8 instance:16B nonce:16B wantsAuth:bool}; the instance names the client process. */
+    record Hello(TrafficClass trafficClass, UUID instance, byte[] nonce, boolean wantsAuth) {
+        ByteBuffer encode() {
+            return MessageWriter.body().id(TRAFFIC_CLASSES, trafficClass).i64(instance.getMostSignificantBits())
+                    .i64(instance.getLeastSignificantBits()).fixed(nonce).bool(wantsAuth).finish();
+        }
+
+        static Hello decode(ByteBuffer payload) throws MalformedMessageException {
+            MessageReader<Void> r = MessageReader.body("control HELLO", payload);
+            Hello hello = new Hello(r.id("class", TRAFFIC_CLASSES), new UUID(r.i64("instance"), r.i64("instance")),
+                    r.fixed("nonce", Auth.NONCE_BYTES), r.bool("wantsAuth"));
+            r.end();
+            return hello;
+        }
+    }
+
+    /** CHALLENGE: {@code nonce:16B mac:32B}, the server's nonce and its proof over both nonces. */
+    record Challenge(byte[] nonce, byte[] mac) {
+        ByteBuffer encode() {
+            return MessageWriter.body().fixed(nonce).fixed(mac).finish();
+        }
+
+        static Challenge decode(ByteBuffer payload) throws MalformedMessageException {
+            MessageReader<Void> r = MessageReader.body("control CHALLENGE", payload);
+            Challenge challenge = new Challenge(r.fixed("nonce", Auth.NONCE_BYTES), r.fixed("mac", Auth.MAC_BYTES));
+            r.end();
+            return challenge;
+        }
+    }
+
+    /** PROOF: {@code mac:32B}, the client's proof. */
+    record Proof(byte[] mac) {
+        ByteBuffer encode() {
+            return MessageWriter.body().fixed(mac).finish();
+        }
+
+        static Proof decode(ByteBuffer payload) throws MalformedMessageException {
+            MessageReader<Void> r = MessageReader.body("control PROOF", payload);
+            Proof proof = new Proof(r.fixed("mac", Auth.MAC_BYTES));
+            r.end();
+            return proof;
+        }
+    }
+}

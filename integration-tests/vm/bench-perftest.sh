@@ -26,7 +26,7 @@ if [ "${1:-}" = --in-vm ]; then
     # shellcheck disable=SC2086 # flags are a list of words
     local out=/tmp/bench-ours.log
     java $BENCH_JVM_FLAGS -cp "$BENCH_CLASSPATH" io.rdmaplane.it.bench.ProviderReadBenchmark provider=verbs \
-      server="$A" client="$B" "$@" > "$out" 2>&1 || { log "our benchmark failed ($*); its last lines:" >&2; tail -n 15 "$out" >&2; }
+      completion="$BENCH_COMPLETION" server="$A" client="$B" "$@" > "$out" 2>&1 || { log "our benchmark failed ($*); its last lines:" >&2; tail -n 15 "$out" >&2; }
     grep -E '^verbs READ' "$out"
   }
   perftest() { # tool port args...: server on rxe0, client on rxe1 to A; prints the client's output
@@ -64,7 +64,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ---------------------------------------------------------------- on the host
-build=1 rounds=3 completion=events run_opts=()
+build=1 rounds=3 completion=event run_opts=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0; shift ;;
@@ -84,7 +84,7 @@ if [ "$build" = 1 ]; then
 fi
 [ -d "$root/integration-tests/target/classes" ] || { log "integration-tests is not built (drop --no-build)"; exit 2; }
 {
-  printf 'BENCH_JVM_FLAGS=%q\n' "-Xmx1g -Drdma.verbs.completion=$completion $(pom_property rdma.jvm.module.flags)"
+  printf 'BENCH_JVM_FLAGS=%q\n' "-Xmx1g $(pom_property rdma.jvm.module.flags)"
   printf 'BENCH_CLASSPATH=%q\n' "$root/integration-tests/target/classes:$(vm_test_classpath integration-tests)"
   printf 'BENCH_ROUNDS=%q\n' "$rounds"
   printf 'BENCH_COMPLETION=%q\n' "$completion"

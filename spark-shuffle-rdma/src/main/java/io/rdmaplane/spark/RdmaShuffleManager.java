@@ -285,15 +285,16 @@ public final class RdmaShuffleManager implements ShuffleManager {
 
     private ExecutorRuntime startRuntime() {
         String providerName = settings.get(TransportKeys.PROVIDER);
+        SparkEnv env = SparkEnv.get();
         TransportProvider provider;
         try {
-            provider = Providers.select(providerName);
+            // probed with this executor's node settings (verbs: where its native library is extracted)
+            provider = Providers.select(providerName, TransportKeys.nodeOptions(settings, bindHost(env)));
         } catch (TransportException | IllegalArgumentException e) {
             appFallback(PREFIX + "provider=" + providerName + " is not usable here (" + e.getMessage() + "); set " + PREFIX
                     + "provider=auto (verbs when an RDMA device is usable, else tcp) or " + PREFIX + "enabled=false");
             return null;
         }
-        SparkEnv env = SparkEnv.get();
         try {
             InetSocketAddress registryAddress = SparkRdmaConfig.parseAddress(settings.get(SparkRdmaConfig.REGISTRY_ADDRESS));
             return ExecutorRuntime.start(env.executorId(), bindHost(env), registryAddress, provider, settings, secret(),

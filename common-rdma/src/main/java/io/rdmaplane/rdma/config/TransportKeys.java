@@ -3,9 +3,12 @@ package io.rdmaplane.rdma.config;
 import io.rdmaplane.rdma.memory.PoolOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import java.net.InetSocketAddress;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.regex.Pattern;
 
 /** The transport settings every product shares; each product's registry puts them under its own prefix. */
 public final class TransportKeys {
@@ -24,9 +27,32 @@ public final class TransportKeys {
     public static final ConfigKey<Duration> POOL_ACQUIRE_TIMEOUT = ConfigKey.durationKey("pool.acquireTimeout", "5s", "0ms", "10m",
             "How long a pool allocation waits for memory when the cap is reached before failing (0 = fail at once).");
 
+    // The verbs provider's own settings (VerbsOptions); the tcp provider ignores them.
+    public static final ConfigKey<String> VERBS_COMPLETION = ConfigKey.choiceKey("verbs.completion", "event",
+            List.of("event", "poll"), "verbs: how each node's completion thread waits for completions: event sleeps on the"
+                    + " completion channel; poll busy-polls the completion queue, a core per node for lower latency.");
+    public static final ConfigKey<String> VERBS_NATIVE_TMPDIR = ConfigKey.stringKey("verbs.native.tmpdir", "",
+            Pattern.compile("/[^\\x00]*"), "an absolute folder path",
+            "verbs: where the bundled native library is extracted to be loaded (unset = java.io.tmpdir); set it where that"
+                    + " folder is mounted noexec. The library loads once per JVM, with the folder of the first node.");
+    public static final ConfigKey<Duration> VERBS_CM_TICK = ConfigKey.durationKey("verbs.cmTick", "10ms", "1ms", "1s",
+            "verbs: longest wait of a node's connection-manager thread per turn: how late a queued connect or listen may"
+                    + " start, and how often operation timeouts are checked.");
+    public static final ConfigKey<Integer> VERBS_RECEIVE_BUFFERS = ConfigKey.intKey("verbs.receiveBuffers", 32,
+            VerbsOptions.MIN_RECEIVE_BUFFERS, VerbsOptions.MAX_RECEIVE_BUFFERS,
+            "verbs: receive buffers (each maxMessageSize) a channel posts at most; never more than its queue depth.");
+    public static final ConfigKey<Integer> VERBS_CQ_ENTRIES = ConfigKey.intKey("verbs.cqEntries", 16384,
+            VerbsOptions.MIN_CQ_ENTRIES, VerbsOptions.MAX_CQ_ENTRIES,
+            "verbs: entries of each node's completion queue (halved down to 1024 while the device refuses); every channel"
+                    + " takes its queue depth + 68 + its receive buffers, so this bounds the channels of a node.");
+    public static final ConfigKey<Long> VERBS_READ_PIECE_SIZE = ConfigKey.byteSizeKey("verbs.readPieceSize", "256k", "128k",
+            "8m", "verbs: longest work request of a READ; a longer READ is posted as several (Soft-RoCE re-sends a whole"
+                    + " long READ after one lost packet).");
+
     /** All of the above, in reference order. */
     public static final List<ConfigKey<?>> ALL = List.of(PROVIDER, PORT, MAX_MESSAGE_SIZE, OPERATION_TIMEOUT, QUEUE_DEPTH,
-            POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT);
+            POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, VERBS_COMPLETION, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
+            VERBS_CQ_ENTRIES, VERBS_READ_PIECE_SIZE);
 
     private TransportKeys() {
     }
@@ -35,7 +61,16 @@ public final class TransportKeys {
     public static NodeOptions nodeOptions(Conf conf, String bindHost) {
         // maxMessageSize is capped at 16m by its bounds, so it always fits an int.
         return new NodeOptions(new InetSocketAddress(bindHost, conf.get(PORT)), Math.toIntExact(conf.get(MAX_MESSAGE_SIZE)),
-                conf.get(OPERATION_TIMEOUT), conf.get(QUEUE_DEPTH));
+                conf.get(OPERATION_TIMEOUT), conf.get(QUEUE_DEPTH), verbsOptions(conf));
+    }
+
+    /** The verbs provider's settings from {@code conf}. */
+    public static VerbsOptions verbsOptions(Conf conf) {
+        String tmpdir = conf.get(VERBS_NATIVE_TMPDIR);
+        // readPieceSize is capped at 8m by its bounds, so it always fits an int.
+        return new VerbsOptions(conf.get(VERBS_CM_TICK), conf.get(VERBS_RECEIVE_BUFFERS), conf.get(VERBS_CQ_ENTRIES),
+                Math.toIntExact(conf.get(VERBS_READ_PIECE_SIZE)), conf.get(VERBS_COMPLETION).equals("poll"),
+                tmpdir.isEmpty() ? null : Path.of(tmpdir));
     }
 
     /** Registered-memory pool settings from {@code conf}. */

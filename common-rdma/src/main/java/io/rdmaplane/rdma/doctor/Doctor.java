@@ -8,6 +8,7 @@ import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import io.rdmaplane.rdma.provider.verbs.DisniRuntime;
+import io.rdmaplane.rdma.provider.verbs.RdmaDevices;
 import java.io.PrintStream;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
@@ -281,9 +282,9 @@ public final class Doctor {
         r.info("doctor", "host " + ProcFacts.hostname(root) + ", java " + System.getProperty("java.version") + ", root " + root
                 + ", pool capacity " + ProcFacts.bytes(options.poolCapacity())
                 + (options.poolCapacity() == TransportKeys.POOL_CAPACITY.defaultValue() ? " (default of pool.capacity)" : ""));
-        List<RdmaSysfs.Device> devices = RdmaSysfs.devices(root);
+        List<RdmaDevices.Device> devices = RdmaDevices.devices(root);
         boolean present = !devices.isEmpty();
-        boolean anyActive = devices.stream().flatMap(d -> d.ports().stream()).anyMatch(RdmaSysfs.Port::active);
+        boolean anyActive = devices.stream().flatMap(d -> d.ports().stream()).anyMatch(RdmaDevices.Port::active);
         devices(r, devices, anyActive);
         memlock(r, options.poolCapacity(), present);
         hugePages(r);
@@ -296,19 +297,19 @@ public final class Doctor {
         return r;
     }
 
-    private void devices(Report r, List<RdmaSysfs.Device> devices, boolean anyActive) {
+    private void devices(Report r, List<RdmaDevices.Device> devices, boolean anyActive) {
         if (devices.isEmpty()) {
-            r.fail("device", "no RDMA device: tcp provider will be used (nothing in " + RdmaSysfs.classDir(env.root()) + ")",
+            r.fail("device", "no RDMA device: tcp provider will be used (nothing in " + RdmaDevices.classDir(env.root()) + ")",
                     "to use RDMA, load the NIC's RDMA driver (mlx5_ib, irdma, bnxt_re, ...) or create Soft-RoCE on an Ethernet"
                             + " device: `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0`",
                     EXIT_NO_DEVICE);
             return;
         }
-        for (RdmaSysfs.Device d : devices) {
+        for (RdmaDevices.Device d : devices) {
             StringBuilder s = new StringBuilder(d.name());
             s.append(": ").append(d.ports().size()).append(d.ports().size() == 1 ? " port" : " ports");
             if (d.nodeType() != null) {
-                s.append(", node_type ").append(RdmaSysfs.after(d.nodeType()));
+                s.append(", node_type ").append(d.nodeType());
             }
             if (d.software()) {
                 s.append(", software device").append(d.parent() != null ? " on " + d.parent() : "")
@@ -320,7 +321,7 @@ public final class Doctor {
                 s.append(", fw ").append(d.fwVer());
             }
             r.info("device", s.toString());
-            for (RdmaSysfs.Port p : d.ports()) {
+            for (RdmaDevices.Port p : d.ports()) {
                 port(r, p, anyActive);
                 gids(r, p);
             }
@@ -328,7 +329,7 @@ public final class Doctor {
         }
     }
 
-    private void port(Report r, RdmaSysfs.Port p, boolean anyActive) {
+    private void port(Report r, RdmaDevices.Port p, boolean anyActive) {
         StringBuilder s = new StringBuilder(p.id()).append(' ').append(p.state() != null ? p.state() : "state unknown");
         s.append(" (").append(p.physState() != null ? p.physState() : "phys_state unknown").append(')');
         s.append(", link_layer ").append(p.linkLayer() != null ? p.linkLayer() : "unknown");
@@ -369,8 +370,8 @@ public final class Doctor {
         }
     }
 
-    private void gids(Report r, RdmaSysfs.Port p) {
-        for (RdmaSysfs.Gid g : p.gids()) {
+    private void gids(Report r, RdmaDevices.Port p) {
+        for (RdmaDevices.Gid g : p.gids()) {
             r.info("gid", p.id() + " gid " + g.index() + " " + (g.type() != null ? g.type() : "type unknown") + " "
                     + g.display() + (g.ndev() != null ? " " + g.ndev() : ""));
         }
@@ -379,8 +380,8 @@ public final class Doctor {
                     + (p.netdev() != null ? " (" + p.netdev() + ")" : ""));
             return;
         }
-        List<RdmaSysfs.Gid> v2 = p.gids().stream().filter(RdmaSysfs.Gid::roceV2).toList();
-        List<RdmaSysfs.Gid> v2ipv4 = v2.stream().filter(g -> g.ipv4() != null).toList();
+        List<RdmaDevices.Gid> v2 = p.gids().stream().filter(RdmaDevices.Gid::roceV2).toList();
+        List<RdmaDevices.Gid> v2ipv4 = v2.stream().filter(g -> g.ipv4() != null).toList();
         String dev = p.netdev() != null ? p.netdev() : "the port's netdev";
         if (p.gids().isEmpty()) {
             r.warn("roce", p.id() + ": empty GID table",
@@ -398,11 +399,11 @@ public final class Doctor {
         }
     }
 
-    private static String indexes(List<RdmaSysfs.Gid> gids) {
+    private static String indexes(List<RdmaDevices.Gid> gids) {
         return gids.stream().map(g -> Integer.toString(g.index())).collect(Collectors.joining(","));
     }
 
-    private void numa(Report r, RdmaSysfs.Device d) {
+    private void numa(Report r, RdmaDevices.Device d) {
         if (d.software()) {
             r.info("numa", d.name() + ": software device (no PCI device behind it): no NUMA node (rxe has none)");
         } else if (d.numaNode() == null) {
@@ -453,9 +454,9 @@ public final class Doctor {
         }
     }
 
-    private void drivers(Report r, List<RdmaSysfs.Device> devices) {
+    private void drivers(Report r, List<RdmaDevices.Device> devices) {
         Path dir = env.root().resolve("etc/libibverbs.d");
-        List<String> drivers = RdmaSysfs.list(dir).stream().map(p -> p.getFileName().toString())
+        List<String> drivers = HostFiles.list(dir).stream().map(p -> p.getFileName().toString())
                 .filter(n -> n.endsWith(".driver")).map(n -> n.substring(0, n.length() - ".driver".length())).toList();
         String fix = "install the user-space verbs drivers: `apt-get install ibverbs-providers` (rdma-core)";
         if (drivers.isEmpty()) {
@@ -467,7 +468,7 @@ public final class Doctor {
             return;
         }
         List<String> missing = new ArrayList<>();
-        for (RdmaSysfs.Device d : devices) {
+        for (RdmaDevices.Device d : devices) {
             if (d.software() && d.name().startsWith("rxe") && !drivers.contains("rxe")) {
                 missing.add(d.name() + " needs rxe");
             }
@@ -519,7 +520,8 @@ public final class Doctor {
             return "use a common-rdma jar built with its native library (the build needs gcc, libibverbs-dev, librdmacm-dev)";
         }
         if (m.contains("extract") || m.contains("failed to map") || m.contains("noexec")) {
-            return "point -Drdmaplane.native.tmpdir=DIR at a writable folder that is not mounted noexec";
+            return "set the product's verbs.native.tmpdir (spark.shuffle.rdma.verbs.native.tmpdir, dfs.rdma.verbs.native.tmpdir,"
+                    + " dfs.datanode.rdma.verbs.native.tmpdir) to a writable folder that is not mounted noexec";
         }
         return "`apt-get install rdma-core libibverbs1 librdmacm1 ibverbs-providers`, then see the cause above";
     }

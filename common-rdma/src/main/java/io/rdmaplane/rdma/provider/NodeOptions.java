@@ -12,12 +12,14 @@ import java.util.Objects;
  * @param operationTimeout an outstanding operation with no progress from the peer for this
  *                         long fails the channel with {@link Status#RETRY_EXCEEDED}
  * @param acceptQueueDepth queue depth of channels this node accepts
+ * @param verbs            what only the verbs provider reads (others ignore it)
  */
 public record NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Duration operationTimeout,
-                          int acceptQueueDepth) {
+                          int acceptQueueDepth, VerbsOptions verbs) {
     public NodeOptions {
         Objects.requireNonNull(bindAddress, "bindAddress");
         Objects.requireNonNull(operationTimeout, "operationTimeout");
+        Objects.requireNonNull(verbs, "verbs");
         if (maxMessageSize < 64) {
             throw new IllegalArgumentException("maxMessageSize must be at least 64 bytes, was " + maxMessageSize);
         }
@@ -29,12 +31,21 @@ public record NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Dur
         }
     }
 
+    /** With the {@linkplain VerbsOptions#defaults() default verbs settings}. */
+    public NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Duration operationTimeout, int acceptQueueDepth) {
+        this(bindAddress, maxMessageSize, operationTimeout, acceptQueueDepth, VerbsOptions.defaults());
+    }
+
     /** Loopback, free port, 64 KiB messages, 2 s operation timeout, accepted depth 256. */
     public static NodeOptions loopback() {
         return new NodeOptions(new InetSocketAddress("127.0.0.1", 0), 64 << 10, Duration.ofSeconds(2), 256);
     }
 
     public NodeOptions withOperationTimeout(Duration timeout) {
-        return new NodeOptions(bindAddress, maxMessageSize, timeout, acceptQueueDepth);
+        return new NodeOptions(bindAddress, maxMessageSize, timeout, acceptQueueDepth, verbs);
+    }
+
+    public NodeOptions withVerbs(VerbsOptions settings) {
+        return new NodeOptions(bindAddress, maxMessageSize, operationTimeout, acceptQueueDepth, settings);
     }
 }

@@ -38,11 +38,21 @@ public final class Providers {
      * @throws TransportException       when the named provider is unavailable (with its cause)
      */
     public static TransportProvider select(String name) throws TransportException {
+        return select(name, null);
+    }
+
+    /**
+     * {@link #select(String)} for a node with these settings: each provider considered is probed
+     * with them ({@link TransportProvider#isAvailable(NodeOptions)}).
+     *
+     * @param options the settings of the node about to be created, or null for the defaults
+     */
+    public static TransportProvider select(String name, NodeOptions options) throws TransportException {
         String wanted = name.trim().toLowerCase(Locale.ROOT);
         if (wanted.equals(AUTO)) {
             StringBuilder skipped = new StringBuilder();
             for (TransportProvider p : all()) {
-                if (p.isAvailable()) {
+                if (available(p, options)) {
                     LOG.info("RDMA transport: auto chose provider '{}'{}", p.name(), skipped);
                     return p;
                 }
@@ -53,7 +63,7 @@ public final class Providers {
         }
         for (TransportProvider p : all()) {
             if (p.name().equals(wanted)) {
-                if (!p.isAvailable()) {
+                if (!available(p, options)) {
                     throw new TransportException(Status.UNAVAILABLE,
                             "provider '" + p.name() + "' is unavailable: " + p.unavailabilityCause(), p.unavailabilityCause());
                 }
@@ -62,5 +72,9 @@ public final class Providers {
             }
         }
         throw new IllegalArgumentException("unknown transport provider '" + name + "'; allowed: " + names());
+    }
+
+    private static boolean available(TransportProvider p, NodeOptions options) {
+        return options == null ? p.isAvailable() : p.isAvailable(options);
     }
 }

@@ -10,6 +10,16 @@ public interface TransportProvider {
 
     boolean isAvailable();
 
+    /**
+     * {@link #isAvailable()} for a node with these settings: a provider whose probe needs settings
+     * takes them from here (verbs: {@link VerbsOptions#nativeTmpdir()}). The probe still runs once
+     * per JVM, so only the settings of the first question count; {@link #isAvailable()} alone
+     * probes with the defaults.
+     */
+    default boolean isAvailable(NodeOptions options) {
+        return isAvailable();
+    }
+
     /** Why the provider cannot be used, or null when it can. */
     Throwable unavailabilityCause();
 

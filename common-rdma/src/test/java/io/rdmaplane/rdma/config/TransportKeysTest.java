@@ -2,11 +2,14 @@ package io.rdmaplane.rdma.config;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.memory.PoolOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import java.net.InetSocketAddress;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -23,7 +26,8 @@ class TransportKeysTest {
     @Test
     void theSharedKeysInReferenceOrder() {
         assertEquals(List.of("provider", "port", "maxMessageSize", "operationTimeout", "queueDepth", "pool.capacity",
-                        "pool.acquireTimeout"),
+                        "pool.acquireTimeout", "verbs.completion", "verbs.native.tmpdir", "verbs.cmTick", "verbs.receiveBuffers",
+                        "verbs.cqEntries", "verbs.readPieceSize"),
                 TransportKeys.ALL.stream().map(ConfigKey::suffix).collect(Collectors.toList()));
     }
 
@@ -90,6 +94,67 @@ class TransportKeysTest {
                 conf(Map.of("spark.shuffle.rdma.operationTimeout", "1d")), "127.0.0.1"));
         assertEquals("spark.shuffle.rdma.operationTimeout = '1d': expected a duration like 200ms, 2s, 1m between 10ms and 10m",
                 e.getMessage());
+    }
+
+    @Test
+    void verbsDefaultsAreVerbsOptionsDefaults() {
+        assertEquals(VerbsOptions.defaults(), TransportKeys.verbsOptions(conf(Map.of())));
+        assertEquals(VerbsOptions.defaults(), TransportKeys.nodeOptions(conf(Map.of()), "127.0.0.1").verbs());
+    }
+
+    @Test
+    void verbsSettingsReachTheNodeOptions() {
+        VerbsOptions verbs = TransportKeys.nodeOptions(conf(Map.of(
+                "spark.shuffle.rdma.verbs.completion", "POLL",
+                "spark.shuffle.rdma.verbs.native.tmpdir", "/var/lib/rdma",
+                "spark.shuffle.rdma.verbs.cmTick", "2ms",
+                "spark.shuffle.rdma.verbs.receiveBuffers", "64",
+                "spark.shuffle.rdma.verbs.cqEntries", "4096",
+                "spark.shuffle.rdma.verbs.readPieceSize", "1m")), "127.0.0.1").verbs();
+        assertEquals(new VerbsOptions(Duration.ofMillis(2), 64, 4096, 1 << 20, true, Path.of("/var/lib/rdma")), verbs);
+    }
+
+    @Test
+    void verbsKeysAllowExactlyWhatVerbsOptionsAllows() {
+        // the bounds of each key, as values: they make valid VerbsOptions
+        VerbsOptions low = TransportKeys.verbsOptions(conf(Map.of(
+                "spark.shuffle.rdma.verbs.cmTick", "1ms",
+                "spark.shuffle.rdma.verbs.receiveBuffers", Integer.toString(VerbsOptions.MIN_RECEIVE_BUFFERS),
+                "spark.shuffle.rdma.verbs.cqEntries", Integer.toString(VerbsOptions.MIN_CQ_ENTRIES),
+                "spark.shuffle.rdma.verbs.readPieceSize", "128k")));
+        assertEquals(VerbsOptions.MIN_CM_TICK, low.cmTick());
+        assertEquals(VerbsOptions.MIN_READ_PIECE_BYTES, low.readPieceBytes());
+        VerbsOptions high = TransportKeys.verbsOptions(conf(Map.of(
+                "spark.shuffle.rdma.verbs.cmTick", "1s",
+                "spark.shuffle.rdma.verbs.receiveBuffers", Integer.toString(VerbsOptions.MAX_RECEIVE_BUFFERS),
+                "spark.shuffle.rdma.verbs.cqEntries", Integer.toString(VerbsOptions.MAX_CQ_ENTRIES),
+                "spark.shuffle.rdma.verbs.readPieceSize", "8m")));
+        assertEquals(VerbsOptions.MAX_CM_TICK, high.cmTick());
+        assertEquals(VerbsOptions.MAX_READ_PIECE_BYTES, high.readPieceBytes());
+        // one step outside is an error naming the key, never a silent clamp
+        Map<String, String> outside = Map.of(
+                "spark.shuffle.rdma.verbs.cmTick", "0ms",
+                "spark.shuffle.rdma.verbs.receiveBuffers", "7",
+                "spark.shuffle.rdma.verbs.cqEntries", "1023",
+                "spark.shuffle.rdma.verbs.readPieceSize", "127k");
+        outside.forEach((key, value) -> {
+            ConfigException e = assertThrows(ConfigException.class, () -> TransportKeys.verbsOptions(conf(Map.of(key, value))));
+            assertTrue(e.getMessage().startsWith(key + " = '" + value + "': expected "), e.getMessage());
+        });
+        assertThrows(IllegalArgumentException.class,
+                () -> new VerbsOptions(Duration.ZERO, 32, 16384, 256 << 10, false, null));
+        assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 7, 16384, 256 << 10, false, null));
+        assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 32, 1023, 256 << 10, false, null));
+        assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 32, 16384, 127 << 10, false, null));
+    }
+
+    @Test
+    void theNativeTmpdirMustBeAnAbsolutePath() {
+        ConfigException e = assertThrows(ConfigException.class,
+                () -> TransportKeys.verbsOptions(conf(Map.of("spark.shuffle.rdma.verbs.native.tmpdir", "tmp/rdma"))));
+        assertEquals("spark.shuffle.rdma.verbs.native.tmpdir = 'tmp/rdma': expected an absolute folder path", e.getMessage());
+        assertThrows(ConfigException.class,
+                () -> TransportKeys.verbsOptions(conf(Map.of("spark.shuffle.rdma.verbs.completion", "spin"))));
     }
 
     @Test

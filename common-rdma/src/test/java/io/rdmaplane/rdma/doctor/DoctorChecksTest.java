@@ -297,23 +297,13 @@ class DoctorChecksTest {
     }
 
     @Test
-    void roceMtuFollowsTheKernelsRule() {
-        assertEquals(1024, RdmaSysfs.roceMtu(1500));
-        assertEquals(4096, RdmaSysfs.roceMtu(9000));
-        assertEquals(4096, RdmaSysfs.roceMtu(4200));
-        assertEquals(2048, RdmaSysfs.roceMtu(4000));
-        assertEquals(256, RdmaSysfs.roceMtu(400));
-        assertEquals(-1, RdmaSysfs.roceMtu(300));
-    }
-
-    @Test
     void libraryFixesNameWhatToInstall() {
         assertTrue(Doctor.libraryFix(new UnsatisfiedLinkError("librdmacm.so.1 not found")).contains("librdmacm1"));
         assertTrue(Doctor.libraryFix(new UnsatisfiedLinkError("libnl-3 not found")).contains("libnl-3-200"));
         assertTrue(Doctor.libraryFix(new UnsatisfiedLinkError("no bundled native library native/linux-ppc64le/libdisni.so"))
                 .contains("built with its native library"));
         assertTrue(Doctor.libraryFix(new java.io.IOException("cannot extract DiSNI's native library: x"))
-                .contains("rdmaplane.native.tmpdir"));
+                .contains("verbs.native.tmpdir"));
         assertTrue(Doctor.libraryFix(new IllegalStateException("odd")).contains("apt-get install"));
     }
 }

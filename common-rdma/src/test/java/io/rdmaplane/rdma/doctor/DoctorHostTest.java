@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.doctor.DoctorChecksTest.Run;
+import io.rdmaplane.rdma.provider.verbs.RdmaDevices;
 import io.rdmaplane.rdma.testing.Skip;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -19,7 +20,7 @@ class DoctorHostTest {
 
     @Test
     void onAHostWithoutRdmaDeviceTheTcpProviderWillBeUsed() {
-        Skip.unless(RdmaSysfs.devices(Path.of("/")).isEmpty(), "this machine has RDMA devices (the VM run checks those)");
+        Skip.unless(RdmaDevices.devices(Path.of("/")).isEmpty(), "this machine has RDMA devices (the VM run checks those)");
         Run run = run(Doctor.Environment.system());
         wellFormed(run);
         assertEquals(Doctor.EXIT_NO_DEVICE, run.code());

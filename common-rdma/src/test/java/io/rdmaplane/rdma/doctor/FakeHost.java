@@ -6,6 +6,7 @@ import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.provider.verbs.RdmaDevices;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
@@ -20,7 +21,7 @@ import java.util.List;
  * native-library answer and build contents the doctor is told about.
  */
 final class FakeHost {
-    static final String EMPTY_GID = RdmaSysfs.EMPTY_GID;
+    static final String EMPTY_GID = RdmaDevices.EMPTY_GID;
     final Path root;
     final List<TransportProvider> providers = new ArrayList<>();
     Throwable library;

@@ -9,6 +9,7 @@ import io.rdmaplane.rdma.memory.RegisteredMemoryPool;
 import io.rdmaplane.rdma.policy.PolicyClient;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import java.io.IOException;
 import java.net.URI;
@@ -59,7 +60,8 @@ final class RdmaClientContext {
     }
 
     private RdmaClientContext(Conf c) throws Exception {
-        node = Providers.select(c.get(TransportKeys.PROVIDER)).createNode(TransportKeys.nodeOptions(c, "0.0.0.0"));
+        NodeOptions options = TransportKeys.nodeOptions(c, "0.0.0.0");
+        node = Providers.select(c.get(TransportKeys.PROVIDER), options).createNode(options);
         try {
             policy = new PolicyClient(node, PolicyKeys.policyOptions(c, null), METRICS);
             pool = new RegisteredMemoryPool(node, TransportKeys.poolOptions(c));

@@ -7,6 +7,7 @@ import io.rdmaplane.rdma.config.TransportKeys;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import java.lang.management.ManagementFactory;
 import java.net.InetSocketAddress;
@@ -95,7 +96,8 @@ public final class RdmaDataNodePlugin implements ServicePlugin, Configurable, Rd
                 return;
             }
             String host = xfer.getAddress().getHostAddress();
-            node = Providers.select(c.get(TransportKeys.PROVIDER)).createNode(TransportKeys.nodeOptions(c, host));
+            NodeOptions options = TransportKeys.nodeOptions(c, host);
+            node = Providers.select(c.get(TransportKeys.PROVIDER), options).createNode(options);
             provider = node.providerName();
             boolean tokens = conf.getBoolean("dfs.block.access.token.enable", false);
             BlockService.DataNodeView view = new BlockService.DataNodeView() {

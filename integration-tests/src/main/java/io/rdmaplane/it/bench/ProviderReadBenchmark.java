@@ -4,6 +4,7 @@ import io.rdmaplane.it.Args;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportProvider;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import java.net.InetSocketAddress;
 
 /**
@@ -12,14 +13,20 @@ import java.net.InetSocketAddress;
  * devices (the Soft-RoCE VM does: integration-tests/vm). One measurement per run.
  *
  * <p>Arguments: {@code mode=bw|lat provider=auto server=ADDR client=ADDR size=65536|64
- * outstanding=64 seconds=5 rounds=1000}.
+ * outstanding=64 seconds=5 rounds=1000 completion=event|poll} (completion: how verbs nodes wait
+ * for completions, {@link VerbsOptions#busyPollCompletions()}).
  */
 public final class ProviderReadBenchmark {
     public static void main(String[] args) throws Exception {
-        TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"));
+        String completion = Args.get(args, "completion", "event");
+        if (!completion.equals("event") && !completion.equals("poll")) {
+            throw new IllegalArgumentException("completion must be event or poll, was " + completion);
+        }
+        boolean busyPoll = completion.equals("poll");
+        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), busyPoll);
+        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), busyPoll);
+        TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), server);
         String mode = Args.get(args, "mode", "bw");
-        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"));
-        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"));
         if (mode.equals("bw")) {
             int size = Integer.parseInt(Args.get(args, "size", "65536"));
             int outstanding = Integer.parseInt(Args.get(args, "outstanding", "64"));
@@ -38,9 +45,10 @@ public final class ProviderReadBenchmark {
         }
     }
 
-    private static NodeOptions options(String host) {
+    private static NodeOptions options(String host, boolean busyPoll) {
         NodeOptions loopback = NodeOptions.loopback();
         return new NodeOptions(new InetSocketAddress(host, 0), loopback.maxMessageSize(),
-                java.time.Duration.ofSeconds(30), loopback.acceptQueueDepth());
+                java.time.Duration.ofSeconds(30), loopback.acceptQueueDepth(),
+                VerbsOptions.defaults().withBusyPollCompletions(busyPoll));
     }
 }

@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.provider.tcp;
 
+import io.rdmaplane.rdma.provider.AbstractChannel;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
@@ -9,7 +10,6 @@ import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.io.IOException;
 import java.net.InetSocketAddress;
-import java.net.SocketAddress;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.CancelledKeyException;
@@ -23,7 +23,6 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -35,12 +34,10 @@ import org.slf4j.LoggerFactory;
  * node's thread. Posted operations wait in {@link #pending} until their completion: an
  * operation completes exactly once, by whoever removes it from there.
  */
-final class TcpChannel implements Channel {
+final class TcpChannel extends AbstractChannel {
     private static final Logger LOG = LoggerFactory.getLogger(TcpChannel.class);
     private static final int MAX_GATHER = 64;
     private static final int INBOX_BYTES = 16 << 10;
-
-    private enum State { CONNECTING, HANDSHAKE, OPEN, CLOSED }
 
     /** A posted READ or SEND; {@code destination} is where a READ's payload lands. */
     private record Op(long id, CompletableFuture<Void> future, ByteBuffer destination) {
@@ -55,9 +52,6 @@ final class TcpChannel implements Channel {
 
     private final TcpNode node;
     private final SocketChannel socket;
-    private final int queueDepth;
-    private final boolean accepted;
-    private final CompletableFuture<Channel> connected;
     private final Map<Long, Op> pending = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong();
     private final AtomicInteger outstanding = new AtomicInteger();
@@ -65,12 +59,7 @@ final class TcpChannel implements Channel {
     private final AtomicBoolean flushScheduled = new AtomicBoolean();
     private final int responseLimit;
     private volatile State state;
-    private volatile ChannelHandler handler;
-    private volatile int maxMessageSize;
-    private volatile long lastProgress = System.nanoTime();
-    private volatile SocketAddress remote;
     private SelectionKey key;
-    private long handshakeDeadline;
     // Inbound parser state: node thread only.
     // Unparsed bytes are inbox[start, end). While a READ of ours is on the wire, the inbox takes
     // one header at a time, so a READ payload never passes through it (see onReadable).
@@ -87,26 +76,19 @@ final class TcpChannel implements Channel {
 
     TcpChannel(TcpNode node, SocketChannel socket, int queueDepth, ChannelHandler handler,
                CompletableFuture<Channel> connected) {
+        super(node.options, queueDepth, handler, connected, null);
         this.node = node;
         this.socket = socket;
-        this.queueDepth = queueDepth;
-        this.handler = handler;
-        this.connected = connected;
-        this.accepted = connected == null;
-        this.maxMessageSize = node.options.maxMessageSize();
         // A peer that does not read its responses stops being read from, rather than growing our queue.
         this.responseLimit = 2 * Math.max(64, node.options.acceptQueueDepth());
-        this.state = accepted ? State.HANDSHAKE : State.CONNECTING;
-        this.handshakeDeadline = System.nanoTime() + node.options.operationTimeout().toNanos();
+        this.state = accepted() ? State.HANDSHAKE : State.CONNECTING;
     }
 
     // ---------------------------------------------------------------- posting (any thread)
 
     @Override
     public CompletableFuture<Void> read(long remoteAddress, int rkey, int length, MemoryRegion local, int localOffset) {
-        if (length < 1 || length > MAX_READ_BYTES) {
-            throw new IllegalArgumentException("READ length must be 1.." + MAX_READ_BYTES + " bytes (split larger blocks), was " + length);
-        }
+        checkReadLength(length);
         CompletableFuture<Void> future = new CompletableFuture<>();
         if (!reserveSlot(future)) {
             return future;
@@ -132,10 +114,7 @@ final class TcpChannel implements Channel {
     @Override
     public CompletableFuture<Void> send(ByteBuffer message) {
         int length = message.remaining();
-        if (length > maxMessageSize) {
-            throw new IllegalArgumentException("message of " + length + " bytes exceeds the channel's maximum of "
-                    + maxMessageSize + " (maxMessageSize)");
-        }
+        checkMessageLength(length);
         CompletableFuture<Void> future = new CompletableFuture<>();
         if (!reserveSlot(future)) {
             return future;
@@ -158,14 +137,13 @@ final class TcpChannel implements Channel {
         int now;
         do {
             now = outstanding.get();
-            if (now >= queueDepth) {
-                future.completeExceptionally(new TransportException(Status.QUEUE_FULL,
-                        "queue depth " + queueDepth + " reached on " + this));
+            if (now >= queueDepth()) {
+                future.completeExceptionally(queueFullError());
                 return false;
             }
         } while (!outstanding.compareAndSet(now, now + 1));
         if (now == 0) {
-            lastProgress = System.nanoTime(); // the timeout counts from the first outstanding operation
+            progress(); // the timeout counts from the first outstanding operation
         }
         return true;
     }
@@ -182,10 +160,6 @@ final class TcpChannel implements Channel {
 
     private String checkLocal(MemoryRegion local, int offset, int length) {
         return LocalAccess.problem(local, local instanceof TcpRegion region && region.node() == node, offset, length);
-    }
-
-    private TransportException closedError() {
-        return new TransportException(Status.FLUSHED, this + " is closed");
     }
 
     private void enqueue(Frame frame) {
@@ -212,7 +186,7 @@ final class TcpChannel implements Channel {
     // ---------------------------------------------------------------- connection set-up (node thread)
 
     void startConnect(Selector selector, InetSocketAddress peer) throws IOException {
-        remote = peer;
+        remote(peer);
         key = socket.register(selector, SelectionKey.OP_CONNECT, this);
         if (socket.connect(peer)) {
             onConnectable();
@@ -220,7 +194,7 @@ final class TcpChannel implements Channel {
     }
 
     void startAccepted(Selector selector) throws IOException {
-        remote = socket.getRemoteAddress();
+        remote(socket.getRemoteAddress());
         key = socket.register(selector, SelectionKey.OP_READ, this);
     }
 
@@ -230,7 +204,7 @@ final class TcpChannel implements Channel {
                 return;
             }
         } catch (IOException e) {
-            terminate(new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + remote + ": " + e, e), 0,
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + remoteAddress() + ": " + e, e), 0,
                     Status.RETRY_EXCEEDED);
             return;
         }
@@ -243,7 +217,7 @@ final class TcpChannel implements Channel {
 
     private ByteBuffer hello() {
         return ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.HELLO).putLong(0)
-                .putLong(Wire.MAGIC << 32 | Wire.VERSION).putInt(node.options.maxMessageSize()).putInt(queueDepth).flip();
+                .putLong(Wire.MAGIC << 32 | Wire.VERSION).putInt(node.options.maxMessageSize()).putInt(queueDepth()).flip();
     }
 
     private void onHello(long magicVersion, int peerMaxMessage) {
@@ -255,25 +229,18 @@ final class TcpChannel implements Channel {
             violation("peer announced a maximum message size of " + peerMaxMessage);
             return;
         }
-        maxMessageSize = Math.min(node.options.maxMessageSize(), peerMaxMessage);
+        agreeMaxMessageSize(peerMaxMessage);
         state = State.OPEN;
-        if (!accepted) {
-            connected.complete(this);
+        if (!accepted()) {
+            connectDone();
             return;
         }
-        ChannelHandler chosen;
-        try {
-            chosen = node.accept(this);
-        } catch (RuntimeException e) {
-            LOG.warn("{}: the acceptor failed for a channel from {}; closing it", node.name(), remote, e);
-            chosen = null;
-        }
+        ChannelHandler chosen = askAcceptor(node.acceptor());
         if (chosen == null) {
-            terminate(new TransportException(Status.FLUSHED, "channel from " + remote + " rejected by the acceptor"), 0,
-                    Status.FLUSHED);
+            terminate(rejectedError(), 0, Status.FLUSHED);
             return;
         }
-        handler = chosen;
+        handler(chosen);
         // The answer goes ahead of anything the acceptor already sent: the peer's channel opens on it.
         outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, Kind.CONTROL, 0));
         flush();
@@ -320,7 +287,7 @@ final class TcpChannel implements Channel {
                 }
                 end = window.position();
                 if (n < 0) {
-                    terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + remote + " closed the connection"), 0,
+                    terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + remoteAddress() + " closed the connection"), 0,
                             Status.RETRY_EXCEEDED);
                     return;
                 }
@@ -328,14 +295,14 @@ final class TcpChannel implements Channel {
                     break;
                 }
                 bytesThisTurn += n;
-                lastProgress = System.nanoTime();
+                progress();
                 if (payload != null && !payload.hasRemaining()) {
                     onPayload();
                 }
             }
             updateReadInterest();
         } catch (IOException e) {
-            terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remote + " lost: " + e, e), 0,
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remoteAddress() + " lost: " + e, e), 0,
                     Status.RETRY_EXCEEDED);
         }
     }
@@ -398,7 +365,7 @@ final class TcpChannel implements Channel {
             int offset = region == null ? -1 : region.offsetOf(address, length);
             if (offset < 0 || !region.isValid() || !region.access().contains(Access.REMOTE_READ)) {
                 status = Status.REMOTE_ACCESS_ERROR;
-                LOG.debug("{}: refused READ from {} of {} bytes at 0x{} rkey {}: {}", node.name(), remote, length,
+                LOG.debug("{}: refused READ from {} of {} bytes at 0x{} rkey {}: {}", node.name(), remoteAddress(), length,
                         Long.toHexString(address), Integer.toHexString(rkey), region == null ? "no such rkey" : region);
             } else {
                 data = region.slice(offset, length);
@@ -430,7 +397,7 @@ final class TcpChannel implements Channel {
                 violation("error READ response carrying " + length + " bytes");
                 return;
             }
-            terminate(new TransportException(status, "peer " + remote + " refused READ " + id), id, Status.FLUSHED);
+            terminate(new TransportException(status, "peer " + remoteAddress() + " refused READ " + id), id, Status.FLUSHED);
         } else if (length != op.destination.capacity()) {
             violation("READ response of " + length + " bytes for a READ of " + op.destination.capacity());
         } else {
@@ -454,16 +421,14 @@ final class TcpChannel implements Channel {
         }
         done.flip();
         try {
-            handler.onMessage(this, done);
+            handler().onMessage(this, done);
         } catch (RuntimeException e) {
             LOG.error("{}: message handler of {} failed", node.name(), this, e);
         }
     }
 
     private void violation(String what) {
-        LOG.warn("{}: protocol violation from {}: {}; closing the channel", node.name(), remote, what);
-        terminate(new TransportException(Status.BAD_RESPONSE, "protocol violation from " + remote + ": " + what), 0,
-                Status.BAD_RESPONSE);
+        terminate(protocolViolation(what), 0, Status.BAD_RESPONSE);
     }
 
     void updateReadInterest() {
@@ -528,7 +493,7 @@ final class TcpChannel implements Channel {
                     }
                 }
                 if (written > 0) {
-                    lastProgress = System.nanoTime();
+                    progress();
                 }
                 for (Frame head; (head = outbound.peek()) != null && !head.buffers[head.buffers.length - 1].hasRemaining(); ) {
                     outbound.poll();
@@ -537,7 +502,7 @@ final class TcpChannel implements Channel {
             }
             interest(SelectionKey.OP_WRITE, !outbound.isEmpty());
         } catch (IOException e) {
-            terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remote + " lost: " + e, e), 0,
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remoteAddress() + " lost: " + e, e), 0,
                     Status.RETRY_EXCEEDED);
         }
     }
@@ -559,16 +524,9 @@ final class TcpChannel implements Channel {
     // ---------------------------------------------------------------- failure and close
 
     void checkTimeout(long now) {
-        long timeout = node.options.operationTimeout().toNanos();
-        if (state == State.CONNECTING || state == State.HANDSHAKE) {
-            if (now - handshakeDeadline > 0) {
-                terminate(new TransportException(Status.RETRY_EXCEEDED, "no handshake with " + remote + " within "
-                        + node.options.operationTimeout().toMillis() + " ms"), 0, Status.RETRY_EXCEEDED);
-            }
-        } else if (state == State.OPEN && outstanding.get() > 0 && now - lastProgress > timeout) {
-            terminate(new TransportException(Status.RETRY_EXCEEDED, "no progress from " + remote + " for "
-                    + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms with " + outstanding.get()
-                    + " operations outstanding (operationTimeout)"), 0, Status.RETRY_EXCEEDED);
+        TransportException timeout = timeoutError(now, state, outstanding.get());
+        if (timeout != null) {
+            terminate(timeout, 0, Status.RETRY_EXCEEDED);
         }
     }
 
@@ -599,36 +557,17 @@ final class TcpChannel implements Channel {
         }
         TcpNode.closeQuietly(socket);
         node.removed(this);
-        TransportException reason = cause != null ? cause : closedError();
-        if (connected != null && !connected.isDone()) {
-            connected.completeExceptionally(reason);
-            return;
-        }
-        int failed = pending.size();
-        if (culprit != 0) {
-            finish(culprit, reason);
-        }
-        TransportException rest = others == reason.status() ? reason
-                : new TransportException(others, this + " broke: " + reason.getMessage(), reason);
-        for (Long id : List.copyOf(pending.keySet())) {
-            finish(id, rest);
-        }
-        outbound.clear();
-        if (cause != null) {
-            if (failed > 0) {
-                LOG.warn("{}: channel to {} closed with {} operations failed: {}", node.name(), remote, failed, cause.getMessage());
-            } else {
-                LOG.debug("{}: channel to {} closed: {}", node.name(), remote, cause.getMessage());
+        settleClosed(cause, others, (culpritError, othersError) -> {
+            int failed = pending.size();
+            if (culprit != 0) {
+                finish(culprit, culpritError);
             }
-        }
-        ChannelHandler h = handler;
-        if (h != null) {
-            try {
-                h.onClosed(this, cause);
-            } catch (RuntimeException e) {
-                LOG.error("{}: onClosed handler of {} failed", node.name(), this, e);
+            for (Long id : List.copyOf(pending.keySet())) {
+                finish(id, othersError);
             }
-        }
+            outbound.clear();
+            return failed;
+        });
     }
 
     /** Closes at once on the calling thread: outstanding ops end FLUSHED before this returns. */
@@ -638,16 +577,6 @@ final class TcpChannel implements Channel {
     }
 
     // ---------------------------------------------------------------- accessors
-
-    @Override
-    public int queueDepth() {
-        return queueDepth;
-    }
-
-    @Override
-    public int maxMessageSize() {
-        return maxMessageSize;
-    }
 
     @Override
     public int outstanding() {
@@ -660,12 +589,7 @@ final class TcpChannel implements Channel {
     }
 
     @Override
-    public SocketAddress remoteAddress() {
-        return remote;
-    }
-
-    @Override
     public String toString() {
-        return "TcpChannel[" + node.name() + " <-> " + remote + "]";
+        return "TcpChannel[" + node.name() + " <-> " + remoteAddress() + "]";
     }
 }

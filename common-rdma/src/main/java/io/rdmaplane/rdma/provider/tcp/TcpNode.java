@@ -6,6 +6,7 @@ import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeArguments;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -89,16 +90,7 @@ public final class TcpNode implements Node {
 
     @Override
     public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
-        Objects.requireNonNull(buffer, "buffer");
-        if (!buffer.isDirect()) {
-            throw new IllegalArgumentException("only direct buffers can be registered (as with ibv_reg_mr, memory must not move)");
-        }
-        if (!buffer.hasRemaining()) {
-            throw new IllegalArgumentException("cannot register an empty buffer");
-        }
-        if (buffer.isReadOnly() && access.contains(Access.LOCAL_WRITE)) {
-            throw new IllegalArgumentException("a read-only buffer cannot be registered with LOCAL_WRITE access");
-        }
+        NodeArguments.checkRegister(buffer, access);
         if (closed) {
             throw new TransportException(Status.FLUSHED, name + " is closed");
         }
@@ -168,11 +160,7 @@ public final class TcpNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
-        Objects.requireNonNull(peer, "peer");
-        Objects.requireNonNull(handler, "handler");
-        if (queueDepth < 1) {
-            throw new IllegalArgumentException("queueDepth must be at least 1, was " + queueDepth);
-        }
+        NodeArguments.checkConnect(peer, queueDepth, handler);
         CompletableFuture<Channel> connected = new CompletableFuture<>();
         if (closed) {
             connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));
@@ -356,9 +344,9 @@ public final class TcpNode implements Node {
         }
     }
 
-    /** Asks the acceptor for a handler; null rejects the channel. */
-    ChannelHandler accept(TcpChannel channel) {
-        return acceptor.accept(channel);
+    /** Who chooses the handlers of accepted channels; set before the first one is accepted. */
+    ChannelAcceptor acceptor() {
+        return acceptor;
     }
 
     private void shutdown() {

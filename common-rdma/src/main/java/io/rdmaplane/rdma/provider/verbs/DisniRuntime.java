@@ -19,6 +19,8 @@ import java.security.cert.Certificate;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * DiSNI with the project's own native library, usable without any {@code java.library.path}
@@ -41,8 +43,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * pass DiSNI's own version and layout checks. Its failure is reported by
  * {@link #unavailabilityCause()} with the Debian package to install, never by a crash. The
  * extracted file is deleted as soon as the library is loaded (the JVM keeps its mapping);
- * the temporary folder is created under {@code java.io.tmpdir}, or under the system property
- * {@code rdmaplane.native.tmpdir} where the default temporary folder is mounted noexec.
+ * the temporary folder is created under {@code java.io.tmpdir}, or where the first
+ * {@link #load(Path)} says (the products' {@code verbs.native.tmpdir} key, for a default
+ * temporary folder mounted noexec). A JVM loads the library once, so the first probe's folder
+ * is the one used.
  *
  * <p>Available here means the library loads; whether an RDMA device exists is the verbs
  * provider's question.
@@ -51,25 +55,53 @@ public final class DisniRuntime {
 
     /** The library name DiSNI passes to {@code System.loadLibrary}. */
     static final String LIBRARY = "disni";
-    /** The system property naming the folder to extract the library into. */
-    static final String TMPDIR_PROPERTY = "rdmaplane.native.tmpdir";
     /** Packages defined by the runtime's loader rather than its parent. */
     static final String[] CHILD_FIRST_PACKAGES = {"com.ibm.disni.", "io.rdmaplane.rdma.provider.verbs.impl."};
 
     private static final String NATIVE_AFFINITY = "com.ibm.disni.util.NativeAffinity";
     private static final String NATIVE_DISPATCHER = "com.ibm.disni.verbs.impl.NativeDispatcher";
 
+    private static final Logger LOG = LoggerFactory.getLogger(DisniRuntime.class);
+    /** The outcome of the one probe of this JVM; guarded by the class. */
+    private static State state;
+    private static Path probedUnder;
+
     private DisniRuntime() {
     }
 
-    /** True when DiSNI and the bundled native library are loaded and usable. */
+    /**
+     * Probes once per JVM, extracting the library under {@code tmpdir} (null: {@code java.io.tmpdir})
+     * if this is the first probe; later calls return the first outcome (a different folder asked
+     * for then is logged, as it cannot apply any more).
+     *
+     * @return why DiSNI cannot be used here, or null when it can
+     */
+    public static synchronized Throwable load(Path tmpdir) {
+        Path root = tmpdir != null ? tmpdir : Paths.get(System.getProperty("java.io.tmpdir"));
+        if (state == null) {
+            probedUnder = root;
+            state = probe(DisniRuntime.class.getClassLoader(), root);
+        } else if (tmpdir != null && !tmpdir.equals(probedUnder)) {
+            LOG.warn("DiSNI's native library was already probed with {} as its temporary folder; {} applies to the first"
+                    + " probe of a JVM only", probedUnder, tmpdir);
+        }
+        return state.cause;
+    }
+
+    /** True when DiSNI and the bundled native library are loaded and usable (probing with the defaults if not yet). */
     public static boolean isAvailable() {
-        return Holder.STATE.cause == null;
+        return load(null) == null;
     }
 
     /** Why DiSNI cannot be used here, or null when {@link #isAvailable()}. */
     public static Throwable unavailabilityCause() {
-        return Holder.STATE.cause;
+        return load(null);
+    }
+
+    /** The outcome of this JVM's probe (probing with the defaults if not yet). */
+    static synchronized State state() {
+        load(null);
+        return state;
     }
 
     /**
@@ -80,15 +112,11 @@ public final class DisniRuntime {
      *     DiSNI is unavailable
      */
     public static ClassLoader loader() {
-        State state = Holder.STATE;
-        if (state.cause != null) {
-            throw new IllegalStateException("DiSNI is unavailable: " + state.cause.getMessage(), state.cause);
+        State probed = state();
+        if (probed.cause != null) {
+            throw new IllegalStateException("DiSNI is unavailable: " + probed.cause.getMessage(), probed.cause);
         }
-        return state.loader;
-    }
-
-    static final class Holder {
-        static final State STATE = probe(DisniRuntime.class.getClassLoader());
+        return probed.loader;
     }
 
     /** The outcome of one probe: a loader, or the cause of unavailability. */
@@ -105,12 +133,17 @@ public final class DisniRuntime {
         }
     }
 
+    /** {@link #probe(ClassLoader, Path)} under {@code java.io.tmpdir}. */
+    static State probe(ClassLoader parent) {
+        return probe(parent, Paths.get(System.getProperty("java.io.tmpdir")));
+    }
+
     /**
      * Probes once with {@code parent} as the source of the library resource and of the class
-     * files, and as the parent of the returned loader. Package-private so that tests can
-     * probe against a class path without the library.
+     * files, and as the parent of the returned loader, extracting under {@code tempRoot}.
+     * Package-private so that tests can probe against a class path without the library.
      */
-    static State probe(ClassLoader parent) {
+    static State probe(ClassLoader parent, Path tempRoot) {
         Path dir = null;
         try {
             String platform = platform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
@@ -122,7 +155,7 @@ public final class DisniRuntime {
                         + " src/main/native with gcc against the Debian packages libibverbs-dev and librdmacm-dev)"
                         + " or for another platform"), null);
             }
-            dir = Files.createTempDirectory(tempRoot(), "rdmaplane-disni-",
+            dir = Files.createTempDirectory(tempRoot, "rdmaplane-disni-",
                     PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
             Path library = dir.resolve("lib" + LIBRARY + ".so");
             try (InputStream in = url.openStream()) {
@@ -132,7 +165,8 @@ public final class DisniRuntime {
             Throwable cause = load(loader, resource);
             return cause == null ? new State(loader, null, library) : new State(null, cause, library);
         } catch (IOException | UncheckedIOException e) {
-            return new State(null, new IOException("cannot extract DiSNI's native library: " + e.getMessage(), e), null);
+            return new State(null, new IOException("cannot extract DiSNI's native library under " + tempRoot + ": "
+                    + e.getMessage(), e), null);
         } catch (UnsatisfiedLinkError | UnsupportedOperationException e) {
             return new State(null, e, null);
         } catch (RuntimeException e) {
@@ -209,11 +243,6 @@ public final class DisniRuntime {
                 throw new UnsupportedOperationException(
                         "DiSNI's native library is built for x86_64 and aarch64 only, not " + osArch);
         }
-    }
-
-    private static Path tempRoot() {
-        String configured = System.getProperty(TMPDIR_PROPERTY);
-        return Paths.get(configured != null && !configured.isBlank() ? configured : System.getProperty("java.io.tmpdir"));
     }
 
     private static void deleteQuietly(Path dir) {

@@ -6,6 +6,7 @@ import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import java.lang.reflect.InvocationTargetException;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Objects;
 import java.util.stream.Collectors;
@@ -21,7 +22,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Probed once, on first use: usable when an RDMA device exists (sysfs; without one no native
  * code is loaded), the native library loads, and an active port's network device has an IPv4
- * address RDMA-CM binds to.
+ * address RDMA-CM binds to. A probe through {@link #isAvailable(NodeOptions)} extracts the
+ * library under {@link io.rdmaplane.rdma.provider.VerbsOptions#nativeTmpdir()}.
  */
 public final class VerbsProvider implements TransportProvider {
     public static final VerbsProvider INSTANCE = new VerbsProvider();
@@ -32,9 +34,19 @@ public final class VerbsProvider implements TransportProvider {
     private VerbsProvider() {
     }
 
-    /** The probe result, computed once on first use. */
-    private static final class Probe {
-        static final Throwable CAUSE = probe();
+    /** The probe's result once it ran (null there means available); guarded by the class. */
+    private static Throwable cause;
+    private static boolean probed;
+
+    /** Probes on the first call, extracting the native library under {@code tmpdir} (null: java.io.tmpdir). */
+    private static synchronized Throwable probeOnce(Path tmpdir) {
+        if (!probed) {
+            cause = probe(tmpdir);
+            probed = true;
+        } else if (tmpdir != null) {
+            DisniRuntime.load(tmpdir); // logs that the folder comes too late, if it differs
+        }
+        return cause;
     }
 
     @Override
@@ -44,20 +56,25 @@ public final class VerbsProvider implements TransportProvider {
 
     @Override
     public boolean isAvailable() {
-        return Probe.CAUSE == null;
+        return probeOnce(null) == null;
+    }
+
+    @Override
+    public boolean isAvailable(NodeOptions options) {
+        return probeOnce(options.verbs().nativeTmpdir()) == null;
     }
 
     @Override
     public Throwable unavailabilityCause() {
-        return Probe.CAUSE;
+        return probeOnce(null);
     }
 
     @Override
     public Node createNode(NodeOptions options) throws TransportException {
         Objects.requireNonNull(options, "options");
-        if (!isAvailable()) {
-            throw new TransportException(Status.UNAVAILABLE,
-                    "provider 'verbs' is unavailable: " + Probe.CAUSE.getMessage(), Probe.CAUSE);
+        Throwable why = probeOnce(options.verbs().nativeTmpdir());
+        if (why != null) {
+            throw new TransportException(Status.UNAVAILABLE, "provider 'verbs' is unavailable: " + why.getMessage(), why);
         }
         try {
             Class<?> type = Class.forName(IMPL_PACKAGE + "VerbsNode", true, DisniRuntime.loader());
@@ -78,17 +95,17 @@ public final class VerbsProvider implements TransportProvider {
     }
 
     /** Null when usable, else why not, as precisely as the machine lets us say. */
-    static Throwable probe() {
+    static Throwable probe(Path tmpdir) {
         // Devices first, from sysfs: where there is none, no native code is loaded at all.
         List<RdmaDevices.Port> ports = RdmaDevices.ports();
         String devices = describe(ports);
         if (ports.isEmpty()) {
-            return unavailable("no RDMA device (nothing under " + RdmaDevices.DEFAULT_ROOT + "): " + RdmaDevices.howToGetOne(),
-                    null);
+            return unavailable("no RDMA device (nothing under " + RdmaDevices.classDir(Path.of("/")) + "): "
+                    + RdmaDevices.howToGetOne(), null);
         }
-        if (!DisniRuntime.isAvailable()) {
-            Throwable why = DisniRuntime.unavailabilityCause();
-            String text = why == null ? "unknown reason" : why.getMessage();
+        Throwable why = DisniRuntime.load(tmpdir);
+        if (why != null) {
+            String text = why.getMessage();
             String hint = mentionsVerbsLibraries(why)
                     ? "; libibverbs/librdmacm are missing: install rdma-core's libraries (Debian: apt-get install "
                     + "libibverbs1 librdmacm1 ibverbs-providers)"

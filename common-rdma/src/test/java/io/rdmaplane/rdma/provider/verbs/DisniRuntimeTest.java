@@ -79,7 +79,7 @@ class DisniRuntimeTest {
     @Test
     void extractedLibraryIsDeletedOnceLoaded() {
         DisniRuntime.loader();
-        Path extracted = DisniRuntime.Holder.STATE.extracted;
+        Path extracted = DisniRuntime.state().extracted;
         assertNotNull(extracted);
         assertTrue(Files.notExists(extracted), extracted + " is left behind");
         assertTrue(Files.notExists(extracted.getParent()), extracted.getParent() + " is left behind");

@@ -37,8 +37,41 @@ class DisniRuntimeUnavailableTest {
 
     @Test
     void aLibraryThatCannotBeLoadedGivesAClearCause(@TempDir Path dir) throws Exception {
-        // The real library marked as built for another machine (e_machine = EM_AARCH64, or
-        // EM_X86_64 on aarch64). Not a truncated file: glibc's loader dies of SIGBUS on those.
+        Path garbage = foreignLibrary(dir);
+        DisniRuntime.State state = DisniRuntime.probe(DisniTestSupport.withNativeResource(PLATFORM, garbage));
+        assertNull(state.loader);
+        assertInstanceOf(UnsatisfiedLinkError.class, state.cause);
+        assertTrue(state.cause.getMessage().startsWith(
+                "cannot load the bundled native library native/" + PLATFORM + "/libdisni.so"), state.cause.getMessage());
+        assertTrue(Files.notExists(state.extracted), "the extracted copy is deleted");
+        System.out.println("[disni] an unloadable library is reported as: " + state.cause.getMessage());
+    }
+
+    @Test
+    void theLibraryIsExtractedUnderTheFolderAskedFor(@TempDir Path dir) throws Exception {
+        Path garbage = foreignLibrary(dir);
+        Path tmpdir = Files.createDirectories(dir.resolve("configured"));
+        DisniRuntime.State state = DisniRuntime.probe(DisniTestSupport.withNativeResource(PLATFORM, garbage), tmpdir);
+        assertNotNull(state.cause);
+        assertEquals(tmpdir, state.extracted.getParent().getParent(), "extracted under the configured folder");
+        assertTrue(Files.notExists(state.extracted.getParent()), "and its private folder is deleted again");
+    }
+
+    @Test
+    void aFolderThatCannotTakeTheLibraryIsNamed(@TempDir Path dir) throws Exception {
+        Path missing = dir.resolve("no-such-folder");
+        DisniRuntime.State state = DisniRuntime.probe(DisniRuntimeUnavailableTest.class.getClassLoader(), missing);
+        assertNull(state.loader);
+        assertInstanceOf(IOException.class, state.cause);
+        assertTrue(state.cause.getMessage().startsWith("cannot extract DiSNI's native library under " + missing + ": "),
+                state.cause.getMessage());
+    }
+
+    /**
+     * The real library marked as built for another machine (e_machine = EM_AARCH64, or
+     * EM_X86_64 on aarch64). Not a truncated file: glibc's loader dies of SIGBUS on those.
+     */
+    private static Path foreignLibrary(Path dir) throws IOException {
         byte[] real;
         try (InputStream in = DisniRuntimeUnavailableTest.class.getClassLoader()
                 .getResourceAsStream("native/" + PLATFORM + "/libdisni.so")) {
@@ -50,13 +83,7 @@ class DisniRuntimeUnavailableTest {
         real[18] = (byte) machine;
         real[19] = 0;
         Files.write(garbage, real);
-        DisniRuntime.State state = DisniRuntime.probe(DisniTestSupport.withNativeResource(PLATFORM, garbage));
-        assertNull(state.loader);
-        assertInstanceOf(UnsatisfiedLinkError.class, state.cause);
-        assertTrue(state.cause.getMessage().startsWith(
-                "cannot load the bundled native library native/" + PLATFORM + "/libdisni.so"), state.cause.getMessage());
-        assertTrue(Files.notExists(state.extracted), "the extracted copy is deleted");
-        System.out.println("[disni] an unloadable library is reported as: " + state.cause.getMessage());
+        return garbage;
     }
 
     /** A library whose dependency is missing, as libdisni.so is without rdma-core installed. */

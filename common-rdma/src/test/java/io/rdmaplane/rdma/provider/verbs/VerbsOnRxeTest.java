@@ -150,8 +150,7 @@ class VerbsOnRxeTest {
     @Test
     void busyPolledCompletionsWorkToo() throws Exception {
         NodeOptions options = VerbsConformanceTest.options(System.getenv("RDMA_VM_ADDR_B"));
-        Node busy = (Node) Class.forName(VerbsProvider.IMPL_PACKAGE + "VerbsNode", true, DisniRuntime.loader())
-                .getConstructor(NodeOptions.class, boolean.class).newInstance(options, true);
+        Node busy = VerbsProvider.INSTANCE.createNode(options.withVerbs(options.verbs().withBusyPollCompletions(true)));
         nodes.add(busy);
         Node server = node("RDMA_VM_ADDR_A");
         List<byte[]> inbox = new CopyOnWriteArrayList<>();

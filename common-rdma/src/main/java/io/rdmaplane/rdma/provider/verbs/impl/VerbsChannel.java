@@ -11,6 +11,7 @@ import com.ibm.disni.verbs.RdmaCmId;
 import com.ibm.disni.verbs.RdmaConnParam;
 import com.ibm.disni.verbs.SVCPostRecv;
 import com.ibm.disni.verbs.SVCPostSend;
+import io.rdmaplane.rdma.provider.AbstractChannel;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
@@ -18,8 +19,8 @@ import io.rdmaplane.rdma.provider.LocalAccess;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import java.io.IOException;
-import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
@@ -43,7 +44,7 @@ import org.slf4j.LoggerFactory;
  * handler and answers with its own HELLO. That answer is the READY: the connecting end's future
  * completes on it, and nothing the acceptor sends can overtake it.
  *
- * <p><b>Large READs.</b> A READ longer than the node's READ piece ({@code rdma.verbs.readPieceBytes},
+ * <p><b>Large READs.</b> A READ longer than the node's READ piece ({@link VerbsOptions#readPieceBytes()},
  * 256 KiB by default) is posted as several work requests over consecutive ranges, each signaled
  * (progress for the operation timeout); an RC send queue completes in order, so the op
  * completes with its last piece, and an error on any piece fails it. Soft-RoCE needs this: it
@@ -62,15 +63,13 @@ import org.slf4j.LoggerFactory;
  * {@link #waiting} (it counts as outstanding); the operation timeout bounds that wait too.
  * Waiting work leaves in posting order, READs and SENDs alike, as a send queue would.
  */
-final class VerbsChannel implements Channel {
+final class VerbsChannel extends AbstractChannel {
     private static final Logger LOG = LoggerFactory.getLogger(VerbsChannel.class);
     /** Work-request slots beyond the queue depth, for HELLO and CREDIT frames. */
     static final int CONTROL_SLOTS = 4;
     /** Send-queue entries beyond the queue depth, for the extra work requests of split READs. */
-    static final int SQ_SPARE = 64;
+    static final int SQ_SPARE = VerbsOptions.MAX_READ_PIECES;
     private static final long RECV_FLAG = 1L << 31;
-
-    enum State { CONNECTING, HANDSHAKE, OPEN, CLOSED }
 
     private enum Kind { READ, SEND, CONTROL }
 
@@ -101,9 +100,6 @@ final class VerbsChannel implements Channel {
 
     private final VerbsNode node;
     final int id;
-    private final int queueDepth;
-    private final boolean accepted;
-    private final CompletableFuture<Channel> connected;
     private final int receiveBuffers;
     private final int recvSlotBytes;
     private final int creditThreshold;
@@ -133,12 +129,7 @@ final class VerbsChannel implements Channel {
     private Exception lastPostError;
 
     // ---- read by any thread
-    private volatile ChannelHandler handler;
-    private volatile int maxMessageSize;
     private volatile int outstanding;
-    private volatile long lastProgress = System.nanoTime();
-    private volatile SocketAddress remote;
-    private final long handshakeDeadline;
 
     // ---- CM thread only
     boolean established;
@@ -149,14 +140,9 @@ final class VerbsChannel implements Channel {
 
     VerbsChannel(VerbsNode node, int id, int queueDepth, ChannelHandler handler, CompletableFuture<Channel> connected,
                  SocketAddress remote) {
+        super(node.options, queueDepth, handler, connected, remote);
         this.node = node;
         this.id = id;
-        this.queueDepth = queueDepth;
-        this.handler = handler;
-        this.connected = connected;
-        this.accepted = connected == null;
-        this.remote = remote;
-        this.maxMessageSize = node.options.maxMessageSize();
         this.receiveBuffers = node.receiveBuffers(queueDepth);
         this.recvSlotBytes = Frames.align(node.options.maxMessageSize() + Frames.HEADER);
         this.creditThreshold = Math.max(2, receiveBuffers / 4);
@@ -170,7 +156,6 @@ final class VerbsChannel implements Channel {
             freeSlots[i] = queueDepth - 1 - i;
         }
         this.freeCount = queueDepth;
-        this.handshakeDeadline = System.nanoTime() + node.options.operationTimeout().toNanos();
     }
 
     // ================================================================ set-up (CM thread)
@@ -266,14 +251,14 @@ final class VerbsChannel implements Channel {
 
     void setRemote(SocketAddress address) {
         if (address != null) {
-            remote = address;
+            remote(address);
         }
     }
 
     /** Client, on ESTABLISHED: say HELLO; the peer's HELLO will open the channel. */
     void onEstablished() {
         established = true;
-        if (accepted) {
+        if (accepted()) {
             return;
         }
         synchronized (this) {
@@ -289,10 +274,7 @@ final class VerbsChannel implements Channel {
 
     @Override
     public CompletableFuture<Void> read(long remoteAddress, int rkey, int length, MemoryRegion local, int localOffset) {
-        if (length < 1 || length > MAX_READ_BYTES) {
-            throw new IllegalArgumentException("READ length must be 1.." + MAX_READ_BYTES + " bytes (split larger blocks), was "
-                    + length);
-        }
+        checkReadLength(length);
         CompletableFuture<Void> future = new CompletableFuture<>();
         String protection;
         synchronized (this) {
@@ -322,10 +304,7 @@ final class VerbsChannel implements Channel {
     @Override
     public CompletableFuture<Void> send(ByteBuffer message) {
         int length = message.remaining();
-        if (length > maxMessageSize) {
-            throw new IllegalArgumentException("message of " + length + " bytes exceeds the channel's maximum of "
-                    + maxMessageSize + " (maxMessageSize)");
-        }
+        checkMessageLength(length);
         CompletableFuture<Void> future = new CompletableFuture<>();
         synchronized (this) {
             if (!reserve(future)) {
@@ -354,13 +333,12 @@ final class VerbsChannel implements Channel {
             future.completeExceptionally(closedError());
             return false;
         }
-        if (outstanding >= queueDepth) {
-            future.completeExceptionally(new TransportException(Status.QUEUE_FULL,
-                    "queue depth " + queueDepth + " reached on " + this));
+        if (outstanding >= queueDepth()) {
+            future.completeExceptionally(queueFullError());
             return false;
         }
         if (outstanding++ == 0) {
-            lastProgress = System.nanoTime(); // the timeout counts from the first outstanding operation
+            progress(); // the timeout counts from the first outstanding operation
         }
         return true;
     }
@@ -444,7 +422,7 @@ final class VerbsChannel implements Channel {
         if (slot < 0) {
             return; // retried when a control frame completes
         }
-        int offset = receiveBuffers * recvSlotBytes + (slot - queueDepth) * Frames.CONTROL_SLOT;
+        int offset = receiveBuffers * recvSlotBytes + (slot - queueDepth()) * Frames.CONTROL_SLOT;
         Frames.header(slab, offset, Frames.CREDIT, takeCredits());
         credits--;
         ops[slot] = CONTROL;
@@ -461,8 +439,8 @@ final class VerbsChannel implements Channel {
             postFailed(null, new IOException("no control slot for HELLO"));
             return false;
         }
-        int offset = receiveBuffers * recvSlotBytes + (slot - queueDepth) * Frames.CONTROL_SLOT;
-        int length = Frames.hello(slab, offset, node.options.maxMessageSize(), queueDepth, receiveBuffers);
+        int offset = receiveBuffers * recvSlotBytes + (slot - queueDepth()) * Frames.CONTROL_SLOT;
+        int length = Frames.hello(slab, offset, node.options.maxMessageSize(), queueDepth(), receiveBuffers);
         ops[slot] = CONTROL;
         if (!postSend(wrId(slot, false), slabMr.getAddr() + offset, length, slabMr.getLkey())) {
             ops[slot] = null;
@@ -473,7 +451,7 @@ final class VerbsChannel implements Channel {
     }
 
     private int freeControlSlot() {
-        for (int i = queueDepth; i < ops.length; i++) {
+        for (int i = queueDepth(); i < ops.length; i++) {
             if (ops[i] == null) {
                 return i;
             }
@@ -514,10 +492,6 @@ final class VerbsChannel implements Channel {
         return LocalAccess.problem(local, local instanceof VerbsRegion region && region.node() == node, offset, length);
     }
 
-    private TransportException closedError() {
-        return new TransportException(Status.FLUSHED, this + " is closed");
-    }
-
     // ================================================================ completions (completion thread)
 
     void onCompletion(long wrId, int status, int byteLength) {
@@ -535,8 +509,8 @@ final class VerbsChannel implements Channel {
             if (index >= ops.length || (op = ops[index]) == null) {
                 return; // already failed by a close: this is its flush
             }
-            lastProgress = System.nanoTime();
-            if (index < queueDepth) {
+            progress();
+            if (index < queueDepth()) {
                 sqFree++;
                 if (status == WcStatus.SUCCESS && --op.piecesLeft > 0) {
                     if (!waiting.isEmpty()) {
@@ -585,7 +559,7 @@ final class VerbsChannel implements Channel {
                 return;
             }
             buffer = slab;
-            lastProgress = System.nanoTime();
+            progress();
             if (byteLength >= Frames.HEADER) {
                 credits += Frames.credits(buffer, offset);
             }
@@ -606,7 +580,7 @@ final class VerbsChannel implements Channel {
                     violation("DATA before the handshake");
                     return;
                 }
-                ChannelHandler h = handler;
+                ChannelHandler h = handler();
                 try {
                     h.onMessage(this, buffer.slice(offset + Frames.HEADER, byteLength - Frames.HEADER));
                 } catch (RuntimeException e) {
@@ -651,34 +625,27 @@ final class VerbsChannel implements Channel {
             return false;
         }
         synchronized (this) {
-            if (state != (accepted ? State.CONNECTING : State.HANDSHAKE)) {
+            if (state != (accepted() ? State.CONNECTING : State.HANDSHAKE)) {
                 violation("HELLO in state " + state);
                 return false;
             }
-            maxMessageSize = Math.min(node.options.maxMessageSize(), peerMax);
+            agreeMaxMessageSize(peerMax);
             credits += peerReceives - 1; // our own HELLO took one of the peer's buffers
             state = State.OPEN;
-            lastProgress = System.nanoTime();
-            holdForAccept = accepted;
+            progress();
+            holdForAccept = accepted();
         }
-        if (!accepted) {
+        if (!accepted()) {
             LOG.debug("{} open (peer depth {}, {} receive buffers)", this, peerDepth, peerReceives);
-            connected.complete(this);
+            connectDone();
             return true;
         }
-        ChannelHandler chosen;
-        try {
-            chosen = node.acceptor().accept(this);
-        } catch (RuntimeException e) {
-            LOG.warn("{}: the acceptor failed for a channel from {}; closing it", node, remote, e);
-            chosen = null;
-        }
+        ChannelHandler chosen = askAcceptor(node.acceptor());
         if (chosen == null) {
-            terminate(new TransportException(Status.FLUSHED, "channel from " + remote + " rejected by the acceptor"), null,
-                    Status.FLUSHED);
+            terminate(rejectedError(), null, Status.FLUSHED);
             return false;
         }
-        handler = chosen;
+        handler(chosen);
         synchronized (this) {
             holdForAccept = false;
             if (state != State.OPEN) {
@@ -708,7 +675,7 @@ final class VerbsChannel implements Channel {
             // Nothing of ours failed, yet the QP is in the error state: librdmacm moved it there on
             // REJECTED or DISCONNECTED (whose event the CM thread may not have handled yet), or the
             // device did. The connection is gone, as when the peer stops answering.
-            terminate(new TransportException(Status.RETRY_EXCEEDED, "the connection to " + remote + " broke ("
+            terminate(new TransportException(Status.RETRY_EXCEEDED, "the connection to " + remoteAddress() + " broke ("
                     + WcStatus.name(status) + " on a " + what + " of " + this + ")"), culprit, Status.FLUSHED);
             return;
         }
@@ -718,9 +685,7 @@ final class VerbsChannel implements Channel {
     }
 
     private void violation(String what) {
-        LOG.warn("{}: protocol violation from {}: {}; closing the channel", node, remote, what);
-        terminate(new TransportException(Status.BAD_RESPONSE, "protocol violation from " + remote + ": " + what), null,
-                Status.BAD_RESPONSE);
+        terminate(protocolViolation(what), null, Status.BAD_RESPONSE);
     }
 
     // ================================================================ failure and close
@@ -747,7 +712,7 @@ final class VerbsChannel implements Channel {
     }
 
     private void peerGone() {
-        terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + remote + " disconnected"), null,
+        terminate(new TransportException(Status.RETRY_EXCEEDED, "peer " + remoteAddress() + " disconnected"), null,
                 Status.RETRY_EXCEEDED);
     }
 
@@ -763,16 +728,9 @@ final class VerbsChannel implements Channel {
             peerGone();
             return;
         }
-        long timeout = node.options.operationTimeout().toNanos();
-        if (s == State.CONNECTING || s == State.HANDSHAKE) {
-            if (now - handshakeDeadline > 0) {
-                terminate(new TransportException(Status.RETRY_EXCEEDED, "no handshake with " + remote + " within "
-                        + node.options.operationTimeout().toMillis() + " ms"), null, Status.RETRY_EXCEEDED);
-            }
-        } else if (s == State.OPEN && out > 0 && now - lastProgress > timeout) {
-            terminate(new TransportException(Status.RETRY_EXCEEDED, "no progress from " + remote + " for "
-                    + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms with " + out
-                    + " operations outstanding (operationTimeout)"), null, Status.RETRY_EXCEEDED);
+        TransportException timeout = timeoutError(now, s, out);
+        if (timeout != null) {
+            terminate(timeout, null, Status.RETRY_EXCEEDED);
         }
     }
 
@@ -816,35 +774,15 @@ final class VerbsChannel implements Channel {
             }
         }
         node.closing(this);
-        TransportException reason = cause != null ? cause : closedError();
-        if (connected != null && !connected.isDone()) {
-            connected.completeExceptionally(reason);
-            return;
-        }
-        if (culprit != null && culprit.future != null) {
-            culprit.future.completeExceptionally(reason);
-        }
-        TransportException rest = others == reason.status() ? reason
-                : new TransportException(others, this + " broke: " + reason.getMessage(), reason);
-        for (Op op : failing) {
-            op.future.completeExceptionally(rest);
-        }
-        if (cause != null) {
-            if (!failing.isEmpty() || culprit != null) {
-                LOG.warn("{}: closed with {} operations failed: {}", this, failing.size() + (culprit != null ? 1 : 0),
-                        cause.getMessage());
-            } else {
-                LOG.debug("{}: closed: {}", this, cause.getMessage());
+        settleClosed(cause, others, (culpritError, othersError) -> {
+            if (culprit != null && culprit.future != null) {
+                culprit.future.completeExceptionally(culpritError);
             }
-        }
-        ChannelHandler h = handler;
-        if (h != null) {
-            try {
-                h.onClosed(this, cause);
-            } catch (RuntimeException e) {
-                LOG.error("{}: onClosed handler failed", this, e);
+            for (Op op : failing) {
+                op.future.completeExceptionally(othersError);
             }
-        }
+            return failing.size() + (culprit != null ? 1 : 0);
+        });
     }
 
     /**
@@ -912,16 +850,6 @@ final class VerbsChannel implements Channel {
     // ================================================================ accessors
 
     @Override
-    public int queueDepth() {
-        return queueDepth;
-    }
-
-    @Override
-    public int maxMessageSize() {
-        return maxMessageSize;
-    }
-
-    @Override
     public int outstanding() {
         return outstanding;
     }
@@ -935,21 +863,8 @@ final class VerbsChannel implements Channel {
         return state;
     }
 
-    boolean isAccepted() {
-        return accepted;
-    }
-
-    @Override
-    public SocketAddress remoteAddress() {
-        return remote;
-    }
-
-    InetSocketAddress peer() {
-        return (InetSocketAddress) remote;
-    }
-
     @Override
     public String toString() {
-        return "VerbsChannel[" + node.name() + " #" + id + (accepted ? " <- " : " -> ") + remote + "]";
+        return "VerbsChannel[" + node.name() + " #" + id + (accepted() ? " <- " : " -> ") + remoteAddress() + "]";
     }
 }

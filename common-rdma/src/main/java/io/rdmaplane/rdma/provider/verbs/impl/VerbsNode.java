@@ -5,22 +5,20 @@ import com.ibm.disni.verbs.IbvCompChannel;
 import com.ibm.disni.verbs.IbvContext;
 import com.ibm.disni.verbs.IbvMr;
 import com.ibm.disni.verbs.IbvPd;
-import com.ibm.disni.verbs.IbvWC;
 import com.ibm.disni.verbs.RdmaCm;
-import com.ibm.disni.verbs.RdmaCmEvent;
 import com.ibm.disni.verbs.RdmaCmId;
 import com.ibm.disni.verbs.RdmaEventChannel;
-import com.ibm.disni.verbs.SVCPollCq;
-import com.ibm.disni.verbs.SVCReqNotify;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeArguments;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
 import java.io.IOException;
 import java.net.Inet4Address;
@@ -28,17 +26,13 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
-import java.util.Iterator;
+import java.util.Collection;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
-import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -50,13 +44,13 @@ import org.slf4j.LoggerFactory;
  * A verbs node: one RDMA device (the one its bind address belongs to), one protection domain,
  * one completion queue shared by all its queue pairs, and two daemon threads.
  * <ul>
- * <li>The <b>CM thread</b> owns the RDMA-CM event channel: it creates, connects, accepts and
- * destroys ids (DiSNI's event channel keeps its ids in a plain map, so one thread does all of
- * it), waits for CM events with a short timeout, and checks operation timeouts on each tick.
- * <li>The <b>completion thread</b> polls the CQ: by default it sleeps on the completion channel
- * (ibv_req_notify_cq + ibv_get_cq_event) and drains the CQ on each event; with
- * {@code -Drdma.verbs.completion=poll} (or the two-argument constructor) it busy-polls, trading
- * a core for latency.
+ * <li>The <b>CM thread</b> ({@link CmEventLoop}) owns the RDMA-CM event channel: it creates,
+ * connects, accepts and destroys ids, waits for CM events with a short timeout, and checks
+ * operation timeouts on each tick.
+ * <li>The <b>completion thread</b> ({@link CompletionPoller}) polls the CQ: by default it sleeps
+ * on the completion channel and drains the CQ on each event; with
+ * {@link VerbsOptions#busyPollCompletions()} (the products' {@code verbs.completion=poll}) it
+ * busy-polls, trading a core for latency.
  * </ul>
  * Closing the node closes its channels (each QP to the error state, the peers told), waits
  * briefly for the peers' disconnect acknowledgements, stops both threads, then destroys QPs,
@@ -66,21 +60,9 @@ public final class VerbsNode implements Node {
     private static final Logger LOG = LoggerFactory.getLogger(VerbsNode.class);
     private static final AtomicInteger NODE_IDS = new AtomicInteger();
     private static final AtomicInteger CHANNEL_IDS = new AtomicInteger();
-    /** CM thread tick: how late a queued CM task (connect, listen) may start, and the timeout check period. */
-    private static final int CM_TICK_MS = Integer.getInteger("rdma.verbs.cmTickMillis", 10);
-    private static final int CQ_WAIT_MS = 100;
-    private static final int POLL_BATCH = 32;
-    private static final int RECEIVE_BUFFERS = Integer.getInteger("rdma.verbs.receiveBuffers", 32);
-    private static final int CQ_ENTRIES = Integer.getInteger("rdma.verbs.cqEntries", 16384);
-    /** Longest work request of a READ (see VerbsChannel); at least 8 MiB / SQ_SPARE, so a READ always fits. */
-    private static final int READ_PIECE = Math.max(io.rdmaplane.rdma.provider.Channel.MAX_READ_BYTES / VerbsChannel.SQ_SPARE,
-            Math.min(io.rdmaplane.rdma.provider.Channel.MAX_READ_BYTES, Integer.getInteger("rdma.verbs.readPieceBytes", 256 << 10)));
-    /** How long a closed channel waits for the peer's disconnect acknowledgement before its QP goes. */
-    private static final long DISCONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(1000);
 
     final NodeOptions options;
     private final String name;
-    private final boolean busyPoll;
     private final RdmaEventChannel events;
     private final RdmaCmId anchor;
     private final IbvContext context;
@@ -90,29 +72,19 @@ public final class VerbsNode implements Node {
     private final int cqCapacity;
     private final AtomicInteger cqFree;
     private final SendPool sendPool;
-    private final Thread cmThread;
-    private final Thread cqThread;
-    private final ConcurrentLinkedQueue<Runnable> cmTasks = new ConcurrentLinkedQueue<>();
+    private final CmEventLoop cm;
+    private final CompletionPoller poller;
     private final Map<Integer, VerbsChannel> channels = new ConcurrentHashMap<>();
     private final Set<VerbsRegion> regions = ConcurrentHashMap.newKeySet();
     private final AtomicLong registrations = new AtomicLong();
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Object registerLock = new Object();
-    // CM thread only
-    private final Map<RdmaCmId, VerbsChannel> byId = new IdentityHashMap<>();
-    private final List<VerbsChannel> closing = new ArrayList<>();
-    private RdmaCmId listenId;
     private volatile ChannelAcceptor acceptor;
     private volatile InetSocketAddress localAddress;
-    private volatile boolean released;
 
+    /** Opens the device of {@code options}' bind address; its {@link NodeOptions#verbs()} tune this node. */
     public VerbsNode(NodeOptions options) throws TransportException {
-        this(options, "poll".equals(System.getProperty("rdma.verbs.completion", "event").toLowerCase(Locale.ROOT)));
-    }
-
-    public VerbsNode(NodeOptions options, boolean busyPoll) throws TransportException {
         this.options = Objects.requireNonNull(options, "options");
-        this.busyPoll = busyPoll;
         this.name = "rdma-verbs-node-" + NODE_IDS.incrementAndGet();
         if (!(options.bindAddress().getAddress() instanceof Inet4Address)) {
             throw new TransportException(Status.UNAVAILABLE,
@@ -138,7 +110,7 @@ public final class VerbsNode implements Node {
             if (compChannel == null) {
                 throw new IOException("ibv_create_comp_channel failed");
             }
-            int entries = CQ_ENTRIES;
+            int entries = options.verbs().cqEntries();
             while (queue == null) {
                 try {
                     queue = context.createCQ(compChannel, entries, 0);
@@ -168,14 +140,12 @@ public final class VerbsNode implements Node {
         // A few entries stay spare for completions of QPs destroyed but not yet drained.
         this.cqFree = new AtomicInteger(cqCapacity - 64);
         this.sendPool = new SendPool(pd, options.maxMessageSize() + Frames.HEADER);
-        this.cmThread = new Thread(this::runCm, name + "-cm");
-        this.cqThread = new Thread(this::runCompletions, name + "-cq");
-        cmThread.setDaemon(true);
-        cqThread.setDaemon(true);
-        cmThread.start();
-        cqThread.start();
+        this.cm = new CmEventLoop(this, events, Math.toIntExact(options.verbs().cmTick().toMillis()));
+        this.poller = new CompletionPoller(this, cq, completionChannel, options.verbs().busyPollCompletions());
+        cm.start();
+        poller.start();
         LOG.debug("{} on {} ({} CQ entries, {} completions)", name, options.bindAddress(), cqCapacity,
-                busyPoll ? "busy-polled" : "event-driven");
+                options.verbs().busyPollCompletions() ? "busy-polled" : "event-driven");
     }
 
     /** An id bound to the bind address (or, for a wildcard, the first local IPv4 address an RDMA device serves). */
@@ -215,17 +185,7 @@ public final class VerbsNode implements Node {
 
     @Override
     public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
-        Objects.requireNonNull(buffer, "buffer");
-        Objects.requireNonNull(access, "access");
-        if (!buffer.isDirect()) {
-            throw new IllegalArgumentException("only direct buffers can be registered (as with ibv_reg_mr, memory must not move)");
-        }
-        if (!buffer.hasRemaining()) {
-            throw new IllegalArgumentException("cannot register an empty buffer");
-        }
-        if (buffer.isReadOnly() && access.contains(Access.LOCAL_WRITE)) {
-            throw new IllegalArgumentException("a read-only buffer cannot be registered with LOCAL_WRITE access");
-        }
+        NodeArguments.checkRegister(buffer, access);
         ByteBuffer memory = buffer.slice();
         long address = Verbs.address(memory);
         // Read-only memory (a file mapping) is pinned without write access: no LOCAL_WRITE flag.
@@ -284,33 +244,7 @@ public final class VerbsNode implements Node {
         }
         this.acceptor = acceptor;
         try {
-            localAddress = onCm(() -> {
-                RdmaCmId id = events.createId(RdmaCm.RDMA_PS_TCP);
-                if (id == null) {
-                    throw new IOException("rdma_create_id failed");
-                }
-                try {
-                    id.bindAddr(options.bindAddress());
-                    id.listen(1024);
-                } catch (IOException e) {
-                    id.destroyId();
-                    throw e;
-                }
-                listenId = id;
-                InetSocketAddress bound = null;
-                try {
-                    bound = (InetSocketAddress) id.getSource();
-                } catch (IOException | RuntimeException e) {
-                    LOG.debug("rdma_get_local_addr failed", e);
-                }
-                if (bound == null || bound.getPort() == 0) {
-                    if (options.bindAddress().getPort() == 0) {
-                        throw new IOException("cannot learn the port rdma_bind_addr chose");
-                    }
-                    bound = options.bindAddress();
-                }
-                return bound;
-            });
+            localAddress = cm.call(() -> cm.listen(options.bindAddress()));
             LOG.debug("{} listening on {}", name, localAddress);
         } catch (Exception e) {
             this.acceptor = null;
@@ -326,11 +260,7 @@ public final class VerbsNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
-        Objects.requireNonNull(peer, "peer");
-        Objects.requireNonNull(handler, "handler");
-        if (queueDepth < 1) {
-            throw new IllegalArgumentException("queueDepth must be at least 1, was " + queueDepth);
-        }
+        NodeArguments.checkConnect(peer, queueDepth, handler);
         CompletableFuture<Channel> connected = new CompletableFuture<>();
         if (closed.get()) {
             connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));
@@ -341,363 +271,16 @@ public final class VerbsNode implements Node {
                     "cannot reach " + peer + ": the verbs provider connects to resolved IPv4 addresses only"));
             return connected;
         }
-        VerbsChannel channel = new VerbsChannel(this, CHANNEL_IDS.incrementAndGet(), queueDepth, handler, connected, peer);
+        VerbsChannel channel = new VerbsChannel(this, nextChannelId(), queueDepth, handler, connected, peer);
         if (!reserveCq(channel)) {
             connected.completeExceptionally(new TransportException(Status.QUEUE_FULL, name + "'s completion queue has room for "
                     + cqFree.get() + " more entries; a channel of depth " + queueDepth + " needs " + channel.cqEntries
-                    + " (rdma.verbs.cqEntries)"));
+                    + " (verbs.cqEntries)"));
             return connected;
         }
-        channels.put(channel.id, channel);
-        execute(() -> startConnect(channel, peer));
+        addChannel(channel);
+        cm.execute(() -> cm.connect(channel, peer));
         return connected;
-    }
-
-    // ================================================================ CM thread
-
-    private void startConnect(VerbsChannel channel, InetSocketAddress peer) {
-        if (closed.get()) {
-            channel.terminate(new TransportException(Status.FLUSHED, name + " is closed"), null, Status.FLUSHED);
-            return;
-        }
-        if (channel.state() == VerbsChannel.State.CLOSED) {
-            return;
-        }
-        try {
-            RdmaCmId id = events.createId(RdmaCm.RDMA_PS_TCP);
-            if (id == null) {
-                throw new IOException("rdma_create_id failed");
-            }
-            channel.attach(id);
-            byId.put(id, channel);
-            InetAddress bind = options.bindAddress().getAddress();
-            if (!bind.isAnyLocalAddress()) {
-                id.bindAddr(new InetSocketAddress(bind, 0));
-            }
-            id.resolveAddr(null, peer, timeoutMillis());
-        } catch (IOException | RuntimeException e) {
-            channel.terminate(new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + peer + ": " + e, e), null,
-                    Status.RETRY_EXCEEDED);
-        }
-    }
-
-    private int timeoutMillis() {
-        return (int) Math.max(100, Math.min(Integer.MAX_VALUE, options.operationTimeout().toMillis()));
-    }
-
-    private void runCm() {
-        try {
-            long nextCheck = 0;
-            while (true) {
-                runTasks();
-                RdmaCmEvent event = null;
-                try {
-                    event = events.getCmEvent(CM_TICK_MS);
-                } catch (IOException e) {
-                    if (!closed.get()) {
-                        LOG.warn("{}: rdma_get_cm_event failed: {}", name, e.toString());
-                    }
-                }
-                if (event != null) {
-                    onCmEvent(event);
-                }
-                long now = System.nanoTime();
-                if (now - nextCheck >= 0) {
-                    nextCheck = now + TimeUnit.MILLISECONDS.toNanos(Math.max(1, CM_TICK_MS));
-                    if (!closed.get()) {
-                        for (VerbsChannel channel : channels.values()) {
-                            channel.checkTimeout(now);
-                        }
-                    }
-                    reap(now);
-                }
-                if (closed.get() && closing.isEmpty() && cmTasks.isEmpty() && allChannelsClosed()) {
-                    return;
-                }
-            }
-        } catch (Throwable t) {
-            LOG.error("{}: CM thread failed; closing the node", name, t);
-            closed.set(true);
-        }
-    }
-
-    private boolean allChannelsClosed() {
-        for (VerbsChannel channel : channels.values()) {
-            if (channel.state() != VerbsChannel.State.CLOSED) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    private void onCmEvent(RdmaCmEvent event) {
-        int type = event.getEvent();
-        RdmaCmId id = event.getConnIdPriv();
-        RdmaCmId listen = event.getListenIdPriv();
-        try {
-            event.ackEvent();
-        } catch (IOException | RuntimeException e) {
-            LOG.debug("rdma_ack_cm_event failed", e);
-        }
-        RdmaCmEvent.EventType[] types = RdmaCmEvent.EventType.values();
-        RdmaCmEvent.EventType kind = type >= 0 && type < types.length ? types[type] : null;
-        if (kind == RdmaCmEvent.EventType.RDMA_CM_EVENT_CONNECT_REQUEST) {
-            onConnectRequest(id);
-            return;
-        }
-        VerbsChannel channel = id == null ? null : byId.get(id);
-        if (channel == null) {
-            LOG.trace("{}: {} for an id that is gone", name, kind);
-            return;
-        }
-        if (kind == null) {
-            LOG.debug("{}: unknown RDMA-CM event {} on {}", name, type, channel);
-            return;
-        }
-        try {
-            switch (kind) {
-                case RDMA_CM_EVENT_ADDR_RESOLVED -> {
-                    if (channel.state() == VerbsChannel.State.CONNECTING) {
-                        id.resolveRoute(timeoutMillis());
-                    }
-                }
-                case RDMA_CM_EVENT_ROUTE_RESOLVED -> {
-                    if (channel.state() == VerbsChannel.State.CONNECTING) {
-                        IbvContext ctx = Verbs.contextOf(id);
-                        if (ctx == null) {
-                            throw new IOException("the route to " + channel.remoteAddress() + " has no RDMA device");
-                        }
-                        channel.setUp(ctx);
-                        id.connect(VerbsChannel.connParam());
-                    }
-                }
-                case RDMA_CM_EVENT_ESTABLISHED -> channel.onEstablished();
-                case RDMA_CM_EVENT_ADDR_ERROR, RDMA_CM_EVENT_ROUTE_ERROR, RDMA_CM_EVENT_UNREACHABLE,
-                        RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_CONNECT_ERROR -> channel.terminate(
-                        new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + channel.remoteAddress() + ": "
-                                + kind), null, Status.RETRY_EXCEEDED);
-                case RDMA_CM_EVENT_DISCONNECTED -> channel.onDisconnected(System.nanoTime());
-                case RDMA_CM_EVENT_DEVICE_REMOVAL -> channel.terminate(new TransportException(Status.FLUSHED,
-                        "the RDMA device was removed"), null, Status.FLUSHED);
-                default -> LOG.trace("{}: {} on {}", name, kind, channel);
-            }
-        } catch (IOException | RuntimeException e) {
-            channel.terminate(new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + channel.remoteAddress()
-                    + " (" + kind + "): " + e.getMessage(), e), null, Status.RETRY_EXCEEDED);
-        }
-    }
-
-    private void onConnectRequest(RdmaCmId id) {
-        if (id == null) {
-            return;
-        }
-        if (closed.get() || acceptor == null) {
-            destroyId(id); // an id destroyed before rdma_accept rejects the request
-            return;
-        }
-        VerbsChannel channel = new VerbsChannel(this, CHANNEL_IDS.incrementAndGet(), options.acceptQueueDepth(), null, null,
-                null);
-        if (!reserveCq(channel)) {
-            LOG.warn("{}: refusing a connection: the completion queue has room for {} more entries, a channel needs {}",
-                    name, cqFree.get(), channel.cqEntries);
-            destroyId(id);
-            return;
-        }
-        channel.attach(id);
-        channels.put(channel.id, channel);
-        byId.put(id, channel);
-        try {
-            try {
-                channel.setRemote(id.getDestination());
-            } catch (IOException | RuntimeException e) {
-                LOG.trace("rdma_get_peer_addr failed", e);
-            }
-            IbvContext ctx = Verbs.contextOf(id);
-            if (ctx == null) {
-                throw new IOException("the connection request came without an RDMA device");
-            }
-            channel.setUp(ctx);
-            id.accept(VerbsChannel.connParam());
-        } catch (IOException | RuntimeException e) {
-            LOG.warn("{}: cannot accept a connection from {}: {}", name, channel.remoteAddress(), e.toString());
-            channel.terminate(new TransportException(Status.FLUSHED, "accept failed: " + e, e), null, Status.FLUSHED);
-        }
-    }
-
-    /** A channel closed: its QP and id are destroyed once the peer acknowledged, or after a grace period. */
-    void closing(VerbsChannel channel) {
-        execute(() -> {
-            channel.destroyAfter = System.nanoTime() + DISCONNECT_GRACE_NANOS;
-            closing.add(channel);
-            reap(System.nanoTime());
-        });
-    }
-
-    private void reap(long now) {
-        for (Iterator<VerbsChannel> it = closing.iterator(); it.hasNext(); ) {
-            VerbsChannel channel = it.next();
-            if (!channel.established || channel.disconnectSeen || !channel.hasQp() || now - channel.destroyAfter > 0) {
-                it.remove();
-                forgetChannel(channel);
-                channel.destroy();
-            }
-        }
-    }
-
-    private void forgetChannel(VerbsChannel channel) {
-        RdmaCmId id = channel.cmId();
-        if (id != null) {
-            byId.remove(id);
-        }
-        if (channels.remove(channel.id, channel)) {
-            cqFree.addAndGet(channel.cqEntries);
-        }
-    }
-
-    private boolean reserveCq(VerbsChannel channel) {
-        int need = channel.cqEntries;
-        int now;
-        do {
-            now = cqFree.get();
-            if (now < need) {
-                return false;
-            }
-        } while (!cqFree.compareAndSet(now, now - need));
-        return true;
-    }
-
-    private static void destroyId(RdmaCmId id) {
-        try {
-            id.destroyId();
-        } catch (IOException | RuntimeException e) {
-            LOG.debug("rdma_destroy_id failed: {}", e.toString());
-        }
-    }
-
-    /** Runs a task on the CM thread (at once if called from it). */
-    void execute(Runnable task) {
-        if (Thread.currentThread() == cmThread) {
-            task.run();
-            return;
-        }
-        cmTasks.add(task);
-        if (!cmThread.isAlive() && released) {
-            runTasks(); // the thread is gone: settle the task here rather than lose it
-        }
-    }
-
-    /** Runs a task on the CM thread after the current work, never inline (used under channel locks). */
-    void later(Runnable task) {
-        cmTasks.add(task);
-        if (!cmThread.isAlive() && released) {
-            runTasks();
-        }
-    }
-
-    private <T> T onCm(Callable<T> work) throws Exception {
-        CompletableFuture<T> result = new CompletableFuture<>();
-        execute(() -> {
-            try {
-                result.complete(work.call());
-            } catch (Throwable t) {
-                result.completeExceptionally(t);
-            }
-        });
-        return result.get(30, TimeUnit.SECONDS);
-    }
-
-    private void runTasks() {
-        for (Runnable task; (task = cmTasks.poll()) != null; ) {
-            try {
-                task.run();
-            } catch (RuntimeException e) {
-                LOG.error("{}: CM task failed", name, e);
-            }
-        }
-    }
-
-    // ================================================================ completion thread
-
-    private void runCompletions() {
-        IbvWC[] wcs = new IbvWC[POLL_BATCH];
-        for (int i = 0; i < wcs.length; i++) {
-            wcs[i] = new IbvWC();
-        }
-        SVCPollCq poll = null;
-        SVCReqNotify arm = null;
-        int unacked = 0;
-        try {
-            poll = cq.poll(wcs, wcs.length);
-            if (busyPoll) {
-                while (!closed.get()) {
-                    if (drain(poll, wcs) == 0) {
-                        Thread.onSpinWait();
-                    }
-                }
-            } else {
-                arm = cq.reqNotification(false);
-                arm.execute();
-                drain(poll, wcs);
-                while (!closed.get()) {
-                    if (!completionChannel.getCqEvent(cq, CQ_WAIT_MS)) {
-                        continue; // timeout: look at the closed flag again
-                    }
-                    if (++unacked >= 256) {
-                        cq.ackEvents(unacked);
-                        unacked = 0;
-                    }
-                    arm.execute(); // re-arm before draining: a completion after the last poll raises a new event
-                    drain(poll, wcs);
-                }
-            }
-        } catch (Throwable t) {
-            if (!closed.get()) {
-                LOG.error("{}: completion thread failed; closing the node", name, t);
-                Thread closer = new Thread(this::close, name + "-closer");
-                closer.setDaemon(true);
-                closer.start();
-            }
-        } finally {
-            try {
-                if (unacked > 0) {
-                    cq.ackEvents(unacked);
-                }
-            } catch (IOException | RuntimeException e) {
-                LOG.debug("ibv_ack_cq_events failed", e);
-            }
-            if (poll != null) {
-                poll.free();
-            }
-            if (arm != null) {
-                arm.free();
-            }
-        }
-    }
-
-    /** Polls until the CQ is empty; returns the number of completions handled. */
-    private int drain(SVCPollCq poll, IbvWC[] wcs) throws IOException {
-        int total = 0;
-        while (true) {
-            int n = poll.execute().getPolls();
-            for (int i = 0; i < n; i++) {
-                IbvWC wc = wcs[i];
-                long wrId = wc.getWr_id();
-                VerbsChannel channel = channels.get(VerbsChannel.channelOf(wrId));
-                if (channel == null) {
-                    continue; // a completion of a QP already destroyed
-                }
-                try {
-                    channel.onCompletion(wrId, wc.getStatus(), wc.getByte_len());
-                } catch (RuntimeException e) {
-                    LOG.error("{}: completion handling failed on {}; closing that channel", name, channel, e);
-                    channel.terminate(new TransportException(Status.FLUSHED, "internal error: " + e, e), null, Status.FLUSHED);
-                }
-            }
-            total += n;
-            if (n < wcs.length) {
-                return total;
-            }
-        }
     }
 
     // ================================================================ close
@@ -712,7 +295,7 @@ public final class VerbsNode implements Node {
             channel.terminate(closing, null, Status.FLUSHED);
         }
         Thread current = Thread.currentThread();
-        if (current == cmThread || current == cqThread) {
+        if (current == cm.thread() || current == poller.thread()) {
             Thread closer = new Thread(this::release, name + "-closer");
             closer.setDaemon(true);
             closer.start();
@@ -723,27 +306,21 @@ public final class VerbsNode implements Node {
 
     /** Waits for both threads, then frees every verbs resource on this thread. */
     private void release() {
-        join(cmThread);
-        join(cqThread);
-        released = true;
-        runTasks();
+        join(cm.thread());
+        join(poller.thread());
+        cm.released();
         for (VerbsChannel channel : new ArrayList<>(channels.values())) {
-            forgetChannel(channel);
+            cm.forget(channel);
             channel.destroy();
         }
-        for (VerbsChannel channel : closing) {
-            channel.destroy();
-        }
-        closing.clear();
+        cm.destroyClosing();
         synchronized (registerLock) {
             for (VerbsRegion region : new ArrayList<>(regions)) {
                 region.deregister(); // after the QPs are gone: peers see the connection end, not refused READs
             }
         }
         sendPool.close();
-        if (listenId != null) {
-            destroyId(listenId);
-        }
+        cm.destroyListenId();
         destroyQuietly(cq, completionChannel, pd, anchor, events);
         LOG.debug("{} closed", name);
     }
@@ -782,7 +359,7 @@ public final class VerbsNode implements Node {
             LOG.debug("ibv_dealloc_pd failed: {}", e.toString());
         }
         if (anchor != null) {
-            destroyId(anchor);
+            CmEventLoop.destroyId(anchor);
         }
         try {
             if (ev != null) {
@@ -793,7 +370,69 @@ public final class VerbsNode implements Node {
         }
     }
 
+    // ================================================================ the channel table and the CQ's room
+
+    static int nextChannelId() {
+        return CHANNEL_IDS.incrementAndGet();
+    }
+
+    void addChannel(VerbsChannel channel) {
+        channels.put(channel.id, channel);
+    }
+
+    /** The channel with this id, or null once it is forgotten (its QP destroyed). */
+    VerbsChannel channel(int id) {
+        return channels.get(id);
+    }
+
+    Collection<VerbsChannel> channels() {
+        return channels.values();
+    }
+
+    /** Drops a channel whose QP is being destroyed; its CQ entries return to the node. */
+    void forgetChannel(VerbsChannel channel) {
+        if (channels.remove(channel.id, channel)) {
+            cqFree.addAndGet(channel.cqEntries);
+        }
+    }
+
+    /** Takes the CQ entries a channel needs; false when the CQ has no room for them. */
+    boolean reserveCq(VerbsChannel channel) {
+        int need = channel.cqEntries;
+        int now;
+        do {
+            now = cqFree.get();
+            if (now < need) {
+                return false;
+            }
+        } while (!cqFree.compareAndSet(now, now - need));
+        return true;
+    }
+
+    int cqFree() {
+        return cqFree.get();
+    }
+
+    boolean isClosed() {
+        return closed.get();
+    }
+
+    /** A node thread failed: the node counts as closed, so both threads stop. */
+    void markClosed() {
+        closed.set(true);
+    }
+
     // ================================================================ for the channels
+
+    /** A channel closed: the CM thread destroys its QP and id once the peer acknowledged, or after a grace period. */
+    void closing(VerbsChannel channel) {
+        cm.closing(channel);
+    }
+
+    /** Runs a task on the CM thread after the current work, never inline (used under channel locks). */
+    void later(Runnable task) {
+        cm.later(task);
+    }
 
     IbvContext context() {
         return context;
@@ -819,13 +458,14 @@ public final class VerbsNode implements Node {
         return name;
     }
 
+    /** Longest work request of a READ (see VerbsChannel); a READ of 8 MiB takes at most SQ_SPARE of them. */
     int readPiece() {
-        return READ_PIECE;
+        return options.verbs().readPieceBytes();
     }
 
-    /** Receive buffers a channel posts: its depth, within [8, rdma.verbs.receiveBuffers]. */
+    /** Receive buffers a channel posts: its depth, within [8, verbs.receiveBuffers]. */
     int receiveBuffers(int queueDepth) {
-        return Math.max(8, Math.min(Math.max(8, RECEIVE_BUFFERS), queueDepth));
+        return Math.max(VerbsOptions.MIN_RECEIVE_BUFFERS, Math.min(options.verbs().receiveBuffers(), queueDepth));
     }
 
     @Override

@@ -1,0 +1,64 @@
+package io.rdmaplane.rdma.provider;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Objects;
+
+/**
+ * Settings only the verbs provider reads, carried in {@link NodeOptions} so that callers
+ * configure it without naming it; other providers ignore them. The products set them with
+ * their {@code verbs.*} keys (see {@code TransportKeys}).
+ *
+ * @param cmTick              how long the CM thread waits for an event per turn: how late a queued
+ *                            connect or listen may start, and how often operation timeouts are checked
+ * @param receiveBuffers      receive buffers a channel posts at most (and at least 8; never more than its queue depth)
+ * @param cqEntries           entries of the node's completion queue (halved down to 1024 while the device
+ *                            refuses); every channel takes its depth plus its receive buffers from it
+ * @param readPieceBytes      longest work request of a READ; longer READs go as several (Soft-RoCE re-sends a
+ *                            whole long READ after one lost packet)
+ * @param busyPollCompletions busy-poll the completion queue (a core for latency) instead of sleeping on its
+ *                            completion channel
+ * @param nativeTmpdir        where the native library is extracted to be loaded, or null for {@code java.io.tmpdir};
+ *                            the library loads once per JVM, so only the first probe's folder counts
+ */
+public record VerbsOptions(Duration cmTick, int receiveBuffers, int cqEntries, int readPieceBytes,
+                           boolean busyPollCompletions, Path nativeTmpdir) {
+    public static final Duration MIN_CM_TICK = Duration.ofMillis(1);
+    public static final Duration MAX_CM_TICK = Duration.ofSeconds(1);
+    public static final int MIN_RECEIVE_BUFFERS = 8;
+    public static final int MAX_RECEIVE_BUFFERS = 16384;
+    public static final int MIN_CQ_ENTRIES = 1024;
+    public static final int MAX_CQ_ENTRIES = 1 << 22;
+    /** Pieces one READ may be split into at most: the send queue keeps this many spare entries for them. */
+    public static final int MAX_READ_PIECES = 64;
+    public static final int MIN_READ_PIECE_BYTES = Channel.MAX_READ_BYTES / MAX_READ_PIECES;
+    public static final int MAX_READ_PIECE_BYTES = Channel.MAX_READ_BYTES;
+
+    public VerbsOptions {
+        Objects.requireNonNull(cmTick, "cmTick");
+        if (cmTick.compareTo(MIN_CM_TICK) < 0 || cmTick.compareTo(MAX_CM_TICK) > 0) {
+            throw new IllegalArgumentException("cmTick must be 1ms..1s, was " + cmTick);
+        }
+        check("receiveBuffers", receiveBuffers, MIN_RECEIVE_BUFFERS, MAX_RECEIVE_BUFFERS);
+        check("cqEntries", cqEntries, MIN_CQ_ENTRIES, MAX_CQ_ENTRIES);
+        check("readPieceBytes", readPieceBytes, MIN_READ_PIECE_BYTES, MAX_READ_PIECE_BYTES);
+        if (nativeTmpdir != null && !nativeTmpdir.isAbsolute()) {
+            throw new IllegalArgumentException("nativeTmpdir must be an absolute path, was " + nativeTmpdir);
+        }
+    }
+
+    /** 10 ms CM tick, 32 receive buffers, 16384 CQ entries, 256 KiB READ pieces, event-driven completions, java.io.tmpdir. */
+    public static VerbsOptions defaults() {
+        return new VerbsOptions(Duration.ofMillis(10), 32, 16384, 256 << 10, false, null);
+    }
+
+    public VerbsOptions withBusyPollCompletions(boolean busyPoll) {
+        return new VerbsOptions(cmTick, receiveBuffers, cqEntries, readPieceBytes, busyPoll, nativeTmpdir);
+    }
+
+    private static void check(String name, int value, int min, int max) {
+        if (value < min || value > max) {
+            throw new IllegalArgumentException(name + " must be " + min + ".." + max + ", was " + value);
+        }
+    }
+}

@@ -1,0 +1,131 @@
+package io.rdmaplane.rdma.provider.verbs.impl;
+
+import com.ibm.disni.verbs.IbvCQ;
+import com.ibm.disni.verbs.IbvCompChannel;
+import com.ibm.disni.verbs.IbvWC;
+import com.ibm.disni.verbs.SVCPollCq;
+import com.ibm.disni.verbs.SVCReqNotify;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import java.io.IOException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A verbs node's completion thread: polls the node's one CQ and hands every work completion
+ * to its channel (the channel id is in the wr_id). Event-driven by default: it sleeps on the
+ * completion channel (ibv_req_notify_cq + ibv_get_cq_event) and drains the CQ on each event;
+ * busy-polling instead trades a core for latency. It stops once the node is closed; if it
+ * fails, it closes the node.
+ */
+final class CompletionPoller {
+    private static final Logger LOG = LoggerFactory.getLogger(CompletionPoller.class);
+    /** Longest sleep on the completion channel before the closed flag is looked at again. */
+    private static final int CQ_WAIT_MS = 100;
+    private static final int POLL_BATCH = 32;
+
+    private final VerbsNode node;
+    private final IbvCQ cq;
+    private final IbvCompChannel completionChannel;
+    private final boolean busyPoll;
+    private final Thread thread;
+
+    CompletionPoller(VerbsNode node, IbvCQ cq, IbvCompChannel completionChannel, boolean busyPoll) {
+        this.node = node;
+        this.cq = cq;
+        this.completionChannel = completionChannel;
+        this.busyPoll = busyPoll;
+        this.thread = new Thread(this::run, node.name() + "-cq");
+        thread.setDaemon(true);
+    }
+
+    void start() {
+        thread.start();
+    }
+
+    Thread thread() {
+        return thread;
+    }
+
+    private void run() {
+        IbvWC[] wcs = new IbvWC[POLL_BATCH];
+        for (int i = 0; i < wcs.length; i++) {
+            wcs[i] = new IbvWC();
+        }
+        SVCPollCq poll = null;
+        SVCReqNotify arm = null;
+        int unacked = 0;
+        try {
+            poll = cq.poll(wcs, wcs.length);
+            if (busyPoll) {
+                while (!node.isClosed()) {
+                    if (drain(poll, wcs) == 0) {
+                        Thread.onSpinWait();
+                    }
+                }
+            } else {
+                arm = cq.reqNotification(false);
+                arm.execute();
+                drain(poll, wcs);
+                while (!node.isClosed()) {
+                    if (!completionChannel.getCqEvent(cq, CQ_WAIT_MS)) {
+                        continue; // timeout: look at the closed flag again
+                    }
+                    if (++unacked >= 256) {
+                        cq.ackEvents(unacked);
+                        unacked = 0;
+                    }
+                    arm.execute(); // re-arm before draining: a completion after the last poll raises a new event
+                    drain(poll, wcs);
+                }
+            }
+        } catch (Throwable t) {
+            if (!node.isClosed()) {
+                LOG.error("{}: completion thread failed; closing the node", node.name(), t);
+                Thread closer = new Thread(node::close, node.name() + "-closer");
+                closer.setDaemon(true);
+                closer.start();
+            }
+        } finally {
+            try {
+                if (unacked > 0) {
+                    cq.ackEvents(unacked);
+                }
+            } catch (IOException | RuntimeException e) {
+                LOG.debug("ibv_ack_cq_events failed", e);
+            }
+            if (poll != null) {
+                poll.free();
+            }
+            if (arm != null) {
+                arm.free();
+            }
+        }
+    }
+
+    /** Polls until the CQ is empty; returns the number of completions handled. */
+    private int drain(SVCPollCq poll, IbvWC[] wcs) throws IOException {
+        int total = 0;
+        while (true) {
+            int n = poll.execute().getPolls();
+            for (int i = 0; i < n; i++) {
+                IbvWC wc = wcs[i];
+                long wrId = wc.getWr_id();
+                VerbsChannel channel = node.channel(VerbsChannel.channelOf(wrId));
+                if (channel == null) {
+                    continue; // a completion of a QP already destroyed
+                }
+                try {
+                    channel.onCompletion(wrId, wc.getStatus(), wc.getByte_len());
+                } catch (RuntimeException e) {
+                    LOG.error("{}: completion handling failed on {}; closing that channel", node.name(), channel, e);
+                    channel.terminate(new TransportException(Status.FLUSHED, "internal error: " + e, e), null, Status.FLUSHED);
+                }
+            }
+            total += n;
+            if (n < wcs.length) {
+                return total;
+            }
+        }
+    }
+}

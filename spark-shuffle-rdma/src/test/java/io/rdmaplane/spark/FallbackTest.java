@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.config.ConfigException;
 import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
+import io.rdmaplane.rdma.testing.Skip;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.SparkConf;
@@ -31,7 +32,7 @@ class FallbackTest {
     @Test
     void unusableProviderBehavesAsSortShuffleAndSaysWhyOnce() {
         // This build host has no RDMA device, so the verbs provider is unavailable.
-        org.junit.jupiter.api.Assumptions.assumeFalse(VerbsProvider.INSTANCE.isAvailable(), "an RDMA device is usable here");
+        Skip.unless(!VerbsProvider.INSTANCE.isAvailable(), "an RDMA device is usable here, so verbs cannot be shown unusable");
         SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("verbs")).set("spark.shuffle.rdma.provider", "verbs");
         RdmaShuffleManager manager = runAndCompare(conf, "provider=verbs");
         assertTrue(manager.offReason().contains("provider=auto"), "names the setting to change: " + manager.offReason());

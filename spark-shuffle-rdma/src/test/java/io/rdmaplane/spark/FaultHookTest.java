@@ -12,11 +12,13 @@ import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.faulty.FaultyProvider;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.spark.registry.ExecutorRegistry;
 import io.rdmaplane.spark.serve.LocateProtocol;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -66,14 +68,8 @@ class FaultHookTest {
         return LocateProtocol.encodeRequest(new LocateProtocol.Request(0, List.of(new LocateProtocol.BlockRef(1, 0))));
     }
 
-    private static void awaitRefused(InetSocketAddress address) throws InterruptedException {
-        for (int round = 0; round < 600; round++) {
-            if (!accepts(address)) {
-                return;
-            }
-            Thread.sleep(50);
-        }
-        throw new AssertionError("the data node at " + address + " still accepts connections");
+    private static void awaitRefused(InetSocketAddress address) {
+        Polling.waitUntil(() -> !accepts(address), Duration.ofSeconds(30), "the data node at " + address + " refusing connections");
     }
 
     private static boolean accepts(InetSocketAddress address) {

@@ -11,6 +11,7 @@ import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.spark.registry.RegistryClient;
 import java.net.InetSocketAddress;
 import java.time.Duration;
@@ -102,26 +103,20 @@ class RdmaShuffleManagerLocalTest {
 
     /** After stop no thread of the plug-in (all are named rdma-*) may keep the JVM alive, and they end. */
     static void assertNoThreadOfOursLeft() {
-        List<String> left = new ArrayList<>();
         // Closing stops our threads; they may take a moment to notice. Bounded wait, no timing assertion.
-        for (int round = 0; round < 100; round++) {
-            left.clear();
-            for (Thread t : Thread.getAllStackTraces().keySet()) {
-                if (t.isAlive() && t.getName().startsWith("rdma-")) {
-                    left.add(t.getName() + (t.isDaemon() ? "" : " (NOT daemon)"));
-                    assertTrue(t.isDaemon(), "non-daemon thread of ours: " + t.getName());
-                }
-            }
-            if (left.isEmpty()) {
-                return;
-            }
-            try {
-                Thread.sleep(100);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
+        Polling.waitUntil(() -> threadsOfOurs().isEmpty(), Duration.ofSeconds(10),
+                () -> "no thread of ours running after stop; still running: " + threadsOfOurs());
+    }
+
+    /** Our live threads (all are named rdma-*), each asserted to be a daemon. */
+    private static List<String> threadsOfOurs() {
+        List<String> ours = new ArrayList<>();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.isAlive() && t.getName().startsWith("rdma-")) {
+                ours.add(t.getName() + (t.isDaemon() ? "" : " (NOT daemon)"));
+                assertTrue(t.isDaemon(), "non-daemon thread of ours: " + t.getName());
             }
         }
-        assertEquals(List.of(), left, "threads of ours still running after stop");
+        return ours;
     }
 }

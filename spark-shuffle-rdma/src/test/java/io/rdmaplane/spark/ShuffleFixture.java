@@ -2,10 +2,9 @@ package io.rdmaplane.spark;
 
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.Node;
-import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.faulty.FaultyNode;
-import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.testing.TestNodes;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import io.rdmaplane.spark.serve.ShuffleBlockServer;
 import java.io.File;
@@ -31,7 +30,7 @@ public final class ShuffleFixture {
     }
 
     public static Node node() throws TransportException {
-        return TcpProvider.INSTANCE.createNode(NodeOptions.loopback().withOperationTimeout(Duration.ofSeconds(2)));
+        return TestNodes.tcp();
     }
 
     /** A tcp node a test can inject faults into (cut, stall, corrupt). */

@@ -1,5 +1,7 @@
 package io.rdmaplane.spark;
 
+import io.rdmaplane.rdma.testing.Polling;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -97,20 +99,14 @@ final class SparkJobs {
      * Waits up to {@code limit} until {@code count} executors (besides the driver) have registered; executor JVMs take
      * a while to start (minutes in the emulated VM).
      */
-    static void awaitExecutors(JavaSparkContext sc, int count, java.time.Duration limit) throws InterruptedException {
-        List<String> seen = new ArrayList<>();
-        long deadline = System.nanoTime() + limit.toNanos();
-        do {
-            seen.clear();
+    static void awaitExecutors(JavaSparkContext sc, int count, Duration limit) {
+        Polling.waitUntil(() -> sc.sc().statusTracker().getExecutorInfos().length >= count + 1, limit, () -> {
+            List<String> seen = new ArrayList<>();
             for (var info : sc.sc().statusTracker().getExecutorInfos()) {
                 seen.add(info.host() + ":" + info.port());
             }
-            if (seen.size() >= count + 1) {
-                return;
-            }
-            Thread.sleep(100);
-        } while (System.nanoTime() < deadline);
-        throw new AssertionError("executors did not start within " + limit + ": " + seen);
+            return count + " executors started (besides the driver); registered: " + seen;
+        });
     }
 
     private static Map<String, List<String>> baseline;

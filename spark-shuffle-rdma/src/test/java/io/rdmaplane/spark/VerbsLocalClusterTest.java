@@ -3,6 +3,7 @@ package io.rdmaplane.spark;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.testing.RdmaVmOnly;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -16,10 +17,7 @@ import org.apache.spark.executor.ShuffleReadMetrics;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ConditionEvaluationResult;
-import org.junit.jupiter.api.extension.ExecutionCondition;
 import org.junit.jupiter.api.extension.ExtendWith;
-import org.junit.jupiter.api.extension.ExtensionContext;
 import scala.Tuple2;
 
 /**
@@ -37,7 +35,7 @@ import scala.Tuple2;
  * elsewhere it is skipped and says so on stderr. Other {@code spark.*} system properties reach the
  * SparkConf (e.g. {@code -Dspark.shuffle.rdma.operationTimeout=10s}).
  */
-@ExtendWith(VerbsLocalClusterTest.RdmaVmOnly.class)
+@ExtendWith(RdmaVmOnly.class)
 class VerbsLocalClusterTest {
     private static final int KEYS = 500;
     private static final int NUMBERS = 40_000;
@@ -249,22 +247,5 @@ class VerbsLocalClusterTest {
         String s = size.trim().toLowerCase();
         long n = Long.parseLong(s.replaceAll("[^0-9]", ""));
         return s.endsWith("g") ? n * 1024 : s.endsWith("k") ? n / 1024 : n;
-    }
-
-
-    /** Runs the class only in the Soft-RoCE VM (RDMA_VM=1); elsewhere skips it and says so on stderr. */
-    static final class RdmaVmOnly implements ExecutionCondition {
-        @Override
-        public ConditionEvaluationResult evaluateExecutionCondition(ExtensionContext context) {
-            if ("1".equals(System.getenv("RDMA_VM"))) {
-                return ConditionEvaluationResult.enabled("RDMA_VM=1: running on the Soft-RoCE devices of the VM");
-            }
-            String why = "SKIPPED: needs RDMA devices; runs in the Soft-RoCE VM (integration-tests/vm/spark-verbs.sh, "
-                    + "which vm/ci.sh runs), and RDMA_VM=1 is not set here";
-            if (context.getTestMethod().isEmpty()) {
-                System.err.println(context.getDisplayName() + " " + why);
-            }
-            return ConditionEvaluationResult.disabled(why);
-        }
     }
 }

@@ -5,10 +5,10 @@ import static io.rdmaplane.rdma.doctor.DoctorChecksTest.wellFormed;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.rdmaplane.rdma.doctor.DoctorChecksTest.Run;
 import io.rdmaplane.rdma.provider.verbs.RdmaDevices;
+import io.rdmaplane.rdma.testing.Skip;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -20,11 +20,7 @@ class DoctorHostTest {
 
     @Test
     void onAHostWithoutRdmaDeviceTheTcpProviderWillBeUsed() {
-        boolean noDevice = RdmaDevices.devices(Path.of("/")).isEmpty();
-        if (!noDevice) {
-            System.out.println("[doctor] SKIPPED DoctorHostTest: this machine has RDMA devices (the VM run checks those)");
-        }
-        assumeTrue(noDevice, "this machine has RDMA devices");
+        Skip.unless(RdmaDevices.devices(Path.of("/")).isEmpty(), "this machine has RDMA devices (the VM run checks those)");
         Run run = run(Doctor.Environment.system());
         wellFormed(run);
         assertEquals(Doctor.EXIT_NO_DEVICE, run.code());

@@ -3,7 +3,6 @@ package io.rdmaplane.rdma.doctor;
 import static io.rdmaplane.rdma.doctor.DoctorChecksTest.run;
 import static io.rdmaplane.rdma.doctor.DoctorChecksTest.wellFormed;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.doctor.DoctorChecksTest.Run;
@@ -13,6 +12,7 @@ import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.testing.Polling;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.net.InetSocketAddress;
@@ -20,8 +20,8 @@ import java.net.ServerSocket;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -186,16 +186,10 @@ class DoctorPeerTest {
 
     private static final Pattern LISTENING = Pattern.compile("listening on [^ ]+:(\\d+) via ");
 
-    private static int awaitPort(ByteArrayOutputStream served) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (System.nanoTime() < deadline) {
+    private static int awaitPort(ByteArrayOutputStream served) {
+        return Polling.waitFor(() -> {
             Matcher m = LISTENING.matcher(served.toString(StandardCharsets.UTF_8));
-            if (m.find()) {
-                return Integer.parseInt(m.group(1));
-            }
-            Thread.sleep(20);
-        }
-        assertNotNull(null, "the server did not print its port: " + served.toString(StandardCharsets.UTF_8));
-        return -1;
+            return m.find() ? Integer.parseInt(m.group(1)) : null;
+        }, Duration.ofSeconds(30), () -> "the server printing its port: " + served.toString(StandardCharsets.UTF_8));
     }
 }

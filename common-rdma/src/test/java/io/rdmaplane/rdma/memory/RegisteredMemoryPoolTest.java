@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.testing.Polling;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,6 +23,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
 import org.apache.arrow.memory.util.MemoryUtil;
 import org.junit.jupiter.api.AfterEach;
@@ -47,6 +49,18 @@ class RegisteredMemoryPoolTest {
         ExecutorService executor = Executors.newFixedThreadPool(count);
         executors.add(executor);
         return executor;
+    }
+
+    /** Starts {@code pool.acquire(bytes)} on another thread; returns once it waits in there for a release (or ended). */
+    private Future<RegisteredBuffer> acquireThatWaits(RegisteredMemoryPool pool, int bytes) {
+        AtomicReference<Thread> thread = new AtomicReference<>();
+        Future<RegisteredBuffer> acquire = threads(1).submit(() -> {
+            thread.set(Thread.currentThread());
+            return pool.acquire(bytes);
+        });
+        Polling.waitUntil(() -> acquire.isDone() || (thread.get() != null && thread.get().getState() == Thread.State.TIMED_WAITING),
+                Duration.ofSeconds(10), "the acquire waiting for a slice to be released");
+        return acquire;
     }
 
     @Test
@@ -155,8 +169,7 @@ class RegisteredMemoryPoolTest {
     void atTheCapAWaiterGetsTheSliceAnotherThreadReleases() throws Exception {
         try (RegisteredMemoryPool pool = pool(8 * MiB, Duration.ofSeconds(30))) {
             RegisteredBuffer held = pool.acquire(8 * MiB);
-            Future<RegisteredBuffer> waiter = threads(1).submit(() -> pool.acquire(6 * MiB));
-            Thread.sleep(300);
+            Future<RegisteredBuffer> waiter = acquireThatWaits(pool, 6 * MiB);
             assertFalse(waiter.isDone(), "the waiter must wait while the only slice is out");
             long address = held.memoryAddress();
             held.close();
@@ -262,8 +275,7 @@ class RegisteredMemoryPoolTest {
     void closeWakesWaitersWhoThenFail() throws Exception {
         RegisteredMemoryPool pool = pool(8 * MiB, Duration.ofSeconds(30));
         pool.acquire(8 * MiB);
-        Future<RegisteredBuffer> waiter = threads(1).submit(() -> pool.acquire(8 * MiB));
-        Thread.sleep(200);
+        Future<RegisteredBuffer> waiter = acquireThatWaits(pool, 8 * MiB);
         pool.close();
         Exception e = assertThrows(Exception.class, () -> waiter.get(10, TimeUnit.SECONDS));
         assertTrue(e.getCause() instanceof IllegalStateException, String.valueOf(e.getCause()));

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.testing.Polling;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -173,10 +174,8 @@ class PolicyTest {
             peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
             assertEquals(options.dataQueueDepth(), peer.channel(TrafficClass.DATA).window(), "first connect: full depth");
             f.serverNode.cutConnections();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT);
-            while (!f.transitions.contains("DATA:RECONNECTING->READY") && System.nanoTime() < deadline) {
-                Thread.sleep(5);
-            }
+            Polling.waitUntil(() -> f.transitions.contains("DATA:RECONNECTING->READY"), Duration.ofSeconds(WAIT),
+                    () -> "the data channel reconnected; transitions " + f.transitions);
             assertEquals(options.rampInitialWindow(), peer.channel(TrafficClass.DATA).window(), "after a reconnect: small");
             for (int i = 0; i < 50; i++) {
                 peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
@@ -195,10 +194,8 @@ class PolicyTest {
             peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
             f.clientNode.stall(true); // the server stops answering, as the client sees it
             CompletableFuture<Void> read = peer.read(block, landing, 0);
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT);
-            while (!f.transitions.contains("DATA:SUSPECT->RECONNECTING") && System.nanoTime() < deadline) {
-                Thread.sleep(5);
-            }
+            Polling.waitUntil(() -> f.transitions.contains("DATA:SUSPECT->RECONNECTING"), Duration.ofSeconds(WAIT),
+                    () -> "the stalled data channel being rebuilt; transitions " + f.transitions);
             assertTrue(f.transitions.contains("DATA:READY->SUSPECT"), f.transitions.toString());
             assertTrue(f.transitions.contains("DATA:SUSPECT->RECONNECTING"), f.transitions.toString());
             f.clientNode.stall(false);
@@ -211,8 +208,8 @@ class PolicyTest {
     void aReSentRequestIsAppliedOnceAndAnsweredOnce() throws Exception {
         AtomicLong applied = new AtomicLong();
         PolicyServer.RequestHandler slowFirst = (peer, request) -> {
-            if (applied.incrementAndGet() == 1) {
-                Thread.sleep(1000); // longer than the request timeout: the client sends it again
+            if (request.get(0) == 7 && applied.incrementAndGet() == 1) {
+                Thread.sleep(1000); // the load itself: longer than the request timeout, so the client sends it again
             }
             return request;
         };
@@ -221,7 +218,9 @@ class PolicyTest {
             ByteBuffer answer = f.peer().request(ByteBuffer.wrap(new byte[] {7})).get(WAIT, TimeUnit.SECONDS);
             assertEquals(7, answer.get(0));
             assertTrue(f.count("rdma.control.retries") >= 1, "the request should have been sent again");
-            Thread.sleep(300); // let any duplicate arrive and be answered from the cache
+            // Messages on the control channel are handled in order: once a later request is answered, every
+            // duplicate sent before it has arrived and been answered (from the cache, or by running the handler).
+            assertEquals(8, f.peer().request(ByteBuffer.wrap(new byte[] {8})).get(WAIT, TimeUnit.SECONDS).get(0));
             assertEquals(1, applied.get(), "a re-sent request must not run the handler twice");
         }
     }
@@ -370,10 +369,7 @@ class PolicyTest {
             RemoteBlock block = new RemoteBlock(where.getLong(), where.getInt(), 4096, PolicyFixture.crc(exposed.get().buffer()));
             peer.read(block, f.landing(4096), 0).get(WAIT, TimeUnit.SECONDS);
             f.client.close();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT);
-            while (exposed.get().isValid() && System.nanoTime() < deadline) {
-                Thread.sleep(5);
-            }
+            Polling.waitUntil(() -> !exposed.get().isValid(), Duration.ofSeconds(WAIT), "the peer's region revoked");
             assertFalse(exposed.get().isValid(), "the peer's region must be revoked once its channels are gone");
         }
     }

@@ -6,9 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
+import io.rdmaplane.rdma.testing.Polling;
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.HashSet;
@@ -36,6 +37,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 public abstract class ProviderConformanceSuite {
     protected static final long WAIT_SECONDS = 20;
+    protected static final Duration WAIT = Duration.ofSeconds(WAIT_SECONDS);
 
     protected Node server;
     protected Node client;
@@ -281,13 +283,14 @@ public abstract class ProviderConformanceSuite {
         int count = 1000;
         List<CompletableFuture<Void>> sends = new ArrayList<>();
         for (int i = 0; i < count; i++) {
-            sends.add(sendWhenRoom(channel, message(i)));
-            sends.add(sendWhenRoom(back, message(i)));
+            sends.add(sendWhenRoom(channel, message(i), WAIT));
+            sends.add(sendWhenRoom(back, message(i), WAIT));
         }
         for (CompletableFuture<Void> f : sends) {
             await(f);
         }
-        waitUntil(() -> serverInbox.size() == count && clientInbox.size() == count);
+        Polling.waitUntil(() -> serverInbox.size() == count && clientInbox.size() == count, WAIT,
+                () -> count + " messages each way; the server has " + serverInbox.size() + ", the client " + clientInbox.size());
         for (int i = 0; i < count; i++) {
             assertArrayEquals(message(i).array(), serverInbox.get(i), "client->server message " + i);
             assertArrayEquals(message(i).array(), clientInbox.get(i), "server->client message " + i);
@@ -301,7 +304,7 @@ public abstract class ProviderConformanceSuite {
         new Random(12).nextBytes(big);
         await(channel.send(ByteBuffer.wrap(big)));
         await(channel.send(ByteBuffer.allocate(0)));
-        waitUntil(() -> serverInbox.size() == 2);
+        Polling.waitUntil(() -> serverInbox.size() == 2, WAIT, "both messages at the server");
         assertArrayEquals(big, serverInbox.get(0));
         assertEquals(0, serverInbox.get(1).length);
         assertThrows(IllegalArgumentException.class, () -> channel.send(ByteBuffer.allocate(channel.maxMessageSize() + 1)));
@@ -322,7 +325,7 @@ public abstract class ProviderConformanceSuite {
         }
         server.close();
         assertEveryOpEndsSuccessfullyOr(futures, EnumSet.of(Status.RETRY_EXCEEDED, Status.FLUSHED));
-        waitUntil(() -> !channel.isOpen());
+        Polling.waitUntil(() -> !channel.isOpen(), WAIT, "the channel closed after its peer went away");
         assertStatus(Status.FLUSHED, channel.read(source.address(), source.rkey(), 16, landing, 0));
     }
 
@@ -426,19 +429,12 @@ public abstract class ProviderConformanceSuite {
         return ByteBuffer.wrap(body);
     }
 
-    /** Sends, retrying while the queue is full (the SPI fails rather than waits). */
-    private static CompletableFuture<Void> sendWhenRoom(Channel channel, ByteBuffer message) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-        while (true) {
+    /** Sends, retrying while the queue is full (the SPI fails rather than waits); fails if it stays full past {@code deadline}. */
+    public static CompletableFuture<Void> sendWhenRoom(Channel channel, ByteBuffer message, Duration deadline) {
+        return Polling.waitFor(() -> {
             CompletableFuture<Void> f = channel.send(message);
-            if (!f.isCompletedExceptionally() || statusOf(f) != Status.QUEUE_FULL) {
-                return f;
-            }
-            if (System.nanoTime() > deadline) {
-                fail("queue stayed full for " + WAIT_SECONDS + " s");
-            }
-            Thread.onSpinWait();
-        }
+            return f.isCompletedExceptionally() && statusOf(f) == Status.QUEUE_FULL ? null : f;
+        }, deadline, "room in the send queue of " + channel);
     }
 
     private static Status statusOf(CompletableFuture<Void> f) {
@@ -470,16 +466,6 @@ public abstract class ProviderConformanceSuite {
                 TransportException cause = assertInstanceOf(TransportException.class, e.getCause());
                 assertTrue(allowed.contains(cause.status()), "unexpected " + cause.getMessage());
             }
-        }
-    }
-
-    protected static void waitUntil(java.util.function.BooleanSupplier condition) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                fail("condition not met within " + WAIT_SECONDS + " s");
-            }
-            Thread.sleep(5);
         }
     }
 }

@@ -11,10 +11,12 @@ import com.codahale.metrics.MetricRegistry;
 import io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder;
 import io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin;
 import io.rdmaplane.rdma.config.ConfigException;
+import io.rdmaplane.rdma.testing.Polling;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -326,16 +328,14 @@ class HdfsRdmaReadTest {
 
     /** The block list of {@code path} once its first block has {@code replicas} locations (block reports are asynchronous). */
     private static LocatedBlock locations(String path, long size, int replicas) throws Exception {
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (true) {
-            LocatedBlock block = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks(path, 0, size)
-                    .getLocatedBlocks().get(0);
-            if (block.getLocations().length >= replicas || System.nanoTime() > deadline) {
-                assertEquals(replicas, block.getLocations().length, path + " replicas");
-                return block;
-            }
-            Thread.sleep(50);
-        }
+        LocatedBlock[] last = new LocatedBlock[1];
+        Polling.waitUntil(() -> {
+            last[0] = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks(path, 0, size).getLocatedBlocks().get(0);
+            return last[0].getLocations().length >= replicas;
+        }, Duration.ofSeconds(20), () -> path + " having " + replicas + " replicas; it has "
+                + (last[0] == null ? "no block list" : last[0].getLocations().length));
+        assertEquals(replicas, last[0].getLocations().length, path + " replicas");
+        return last[0];
     }
 
     @Test
@@ -367,11 +367,8 @@ class HdfsRdmaReadTest {
             HdfsCluster.readAll(in, 65536);
         }
         assertTrue(RdmaDataNodePlugin.running().stream().mapToLong(RdmaDataNodePlugin::getRegisteredBytes).sum() > 0);
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (RdmaDataNodePlugin.running().stream().mapToInt(RdmaDataNodePlugin::getRegions).sum() > 0
-                && System.nanoTime() < deadline) {
-            Thread.sleep(100);
-        }
+        Polling.waitUntil(() -> RdmaDataNodePlugin.running().stream().mapToInt(RdmaDataNodePlugin::getRegions).sum() == 0,
+                Duration.ofSeconds(20), "every region idle for dfs.datanode.rdma.idleRelease released");
         assertEquals(0, RdmaDataNodePlugin.running().stream().mapToInt(RdmaDataNodePlugin::getRegions).sum(),
                 "regions idle for dfs.datanode.rdma.idleRelease are deregistered");
         assertEquals(0, RdmaDataNodePlugin.running().stream().mapToLong(RdmaDataNodePlugin::getRegisteredBytes).sum());

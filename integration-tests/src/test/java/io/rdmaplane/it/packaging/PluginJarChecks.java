@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.testing.Skip;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
@@ -18,7 +19,6 @@ import java.util.spi.ToolProvider;
 import java.util.stream.Collectors;
 import java.util.zip.ZipEntry;
 import java.util.zip.ZipFile;
-import org.junit.jupiter.api.Assumptions;
 
 /** What the plug-in jar tests share: jdeps over a jar, and a loader that links a probe against an isolated class path. */
 final class PluginJarChecks {
@@ -83,7 +83,7 @@ final class PluginJarChecks {
      */
     static void assertJdepsFindsNothingMissing(Path jar, List<Path> classPath, List<String> ignored, String beside) {
         ToolProvider jdeps = ToolProvider.findFirst("jdeps").orElse(null);
-        Assumptions.assumeTrue(jdeps != null, "jdeps (a JDK tool) is not in this JVM");
+        Skip.unless(jdeps != null, "jdeps (a JDK tool) is not in this JVM");
         StringWriter out = new StringWriter();
         String cp = classPath.stream().map(Path::toString).collect(Collectors.joining(File.pathSeparator));
         int rc = jdeps.run(new PrintWriter(out, true), new PrintWriter(out, true),

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.testing.Skip;
 import java.io.File;
 import java.io.IOException;
 import java.net.URLClassLoader;
@@ -13,7 +14,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -39,7 +39,7 @@ class ShadedPluginJarTest {
     @BeforeAll
     static void locate() {
         String path = System.getProperty(JAR_PROPERTY);
-        Assumptions.assumeTrue(path != null && Files.isRegularFile(Path.of(path)),
+        Skip.unless(path != null && Files.isRegularFile(Path.of(path)),
                 "no shaded plug-in jar at " + path + ": it is built in hdfs-transfer-rdma's package phase (mvn verify)");
         jar = Path.of(path).toAbsolutePath().normalize();
         provided = Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.testing.Skip;
 import java.io.File;
 import java.io.IOException;
 import java.net.URLClassLoader;
@@ -13,7 +14,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -46,7 +46,7 @@ class SparkPluginJarTest {
     @BeforeAll
     static void locate() {
         String path = System.getProperty(JAR_PROPERTY);
-        Assumptions.assumeTrue(path != null && Files.isRegularFile(Path.of(path)),
+        Skip.unless(path != null && Files.isRegularFile(Path.of(path)),
                 "no Spark plug-in jar at " + path + ": it is built in spark-shuffle-rdma's package phase (mvn verify)");
         jar = Path.of(path).toAbsolutePath().normalize();
         spark = Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))

@@ -4,12 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.rdmaplane.rdma.testing.Skip;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.SparkConf;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
@@ -163,7 +163,7 @@ abstract class AbstractShuffleCatalogueTest {
     @Test
     @Order(Integer.MAX_VALUE)
     void rdmaServedEveryShuffle() {
-        Assumptions.assumeTrue(SparkClusterHarness.RDMA.equals(manager()), "SKIPPED: the manager under test is "
+        Skip.unless(SparkClusterHarness.RDMA.equals(manager()), "the manager under test is "
                 + manager() + ", not " + SparkClusterHarness.RDMA + ": no RDMA report to check");
         check("reduceByKey");
         RdmaReports.assertEveryShuffleOverRdma(getClass().getSimpleName(), cluster, 2);

@@ -28,7 +28,8 @@ final class RdmaReports {
         Map<String, Map<String, String>> byId = new TreeMap<>();
         int tasks = 8 * executors;
         for (int attempt = 0; attempt < 10 && byId.size() < executors; attempt++) {
-            // tasks that last a little, so that every executor's free core takes some
+            // tasks that last a little, so that every executor's free core takes some: the sleep is the load
+            // itself, not a wait for something (the loop polls for the reports it still lacks)
             List<Map<String, String>> reports = sc.parallelize(ShuffleJobs.range(tasks), tasks).map(i -> {
                 Thread.sleep(50);
                 return (Map<String, String>) new HashMap<>(RdmaShuffleManager.executorReport());

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.faulty.FaultyProvider;
+import io.rdmaplane.rdma.testing.Skip;
 import io.rdmaplane.spark.ShuffleMetrics;
 import java.util.List;
 import java.util.Map;
@@ -20,7 +21,6 @@ import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
@@ -85,7 +85,7 @@ class RdmaShuffleFallbackTest {
     void appFallbackWhenProviderUnusable() {
         try {
             Providers.select("verbs");
-            Assumptions.abort("SKIPPED LOUDLY: the verbs provider IS usable on this host (an RDMA device is present), so"
+            Skip.now("the verbs provider IS usable on this host (an RDMA device is present), so"
                     + " the unusable-provider fallback cannot be shown here");
         } catch (TransportException | IllegalArgumentException expected) {
             // the premise: verbs cannot run here

@@ -1,10 +1,10 @@
 package io.rdmaplane.it.spark;
 
-import static org.junit.jupiter.api.Assertions.fail;
-
+import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.spark.RdmaShuffleManager;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.SparkSession;
@@ -109,20 +109,10 @@ final class SparkClusterHarness {
     }
 
     private static void awaitExecutors(SparkContext sc, int executors, boolean exactly) {
-        long deadline = System.nanoTime() + 180_000_000_000L;
-        while (exactly ? sc.statusTracker().getExecutorInfos().length != executors + 1
-                : sc.statusTracker().getExecutorInfos().length < executors + 1) { // + the driver
-            if (System.nanoTime() > deadline) {
-                fail(executors + " executors did not register in 180 s; have "
+        Polling.waitUntil(() -> exactly ? sc.statusTracker().getExecutorInfos().length == executors + 1
+                : sc.statusTracker().getExecutorInfos().length >= executors + 1, Duration.ofSeconds(180), // + the driver
+                () -> (exactly ? "exactly " : "") + executors + " executors registered; have "
                         + (sc.statusTracker().getExecutorInfos().length - 1));
-            }
-            try {
-                Thread.sleep(100);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException(e);
-            }
-        }
     }
 
     static void stop(SparkSession spark) {

@@ -3,6 +3,7 @@ package io.rdmaplane.it.spark;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.testing.Skip;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,7 +18,6 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
@@ -113,7 +113,7 @@ class TpcdsShuffleTest {
     @Test
     @Order(Integer.MAX_VALUE)
     void rdmaServedTheQueries() {
-        Assumptions.assumeTrue(SparkClusterHarness.RDMA.equals(manager()), "SKIPPED: the manager under test is "
+        Skip.unless(SparkClusterHarness.RDMA.equals(manager()), "the manager under test is "
                 + manager() + ", not " + SparkClusterHarness.RDMA + ": no RDMA report to check");
         run(cluster, "q3");
         RdmaReports.assertEveryShuffleOverRdma("TpcdsShuffleTest", cluster, 2);

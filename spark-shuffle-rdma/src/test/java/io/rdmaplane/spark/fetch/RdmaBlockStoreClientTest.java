@@ -16,6 +16,7 @@ import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.faulty.FaultyNode;
+import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.spark.ShuffleFixture;
 import io.rdmaplane.spark.ShuffleFixture.Executor;
 import io.rdmaplane.spark.ShuffleMetrics;
@@ -140,16 +141,14 @@ class RdmaBlockStoreClientTest {
         }
     }
 
-    private void awaitPoolIdle() throws InterruptedException {
+    private void awaitPoolIdle() {
         awaitIdle(pool);
     }
 
     /** The fetcher releases its own reference right after the listener returns: wait for that. */
-    private static void awaitIdle(RegisteredMemoryPool pool) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (pool.inUseBytes() != 0 && System.nanoTime() < deadline) {
-            Thread.sleep(5);
-        }
+    private static void awaitIdle(RegisteredMemoryPool pool) {
+        Polling.waitUntil(() -> pool.inUseBytes() == 0, Duration.ofSeconds(10),
+                () -> "every registered buffer back in the pool; " + pool.inUseBytes() + " bytes are out");
         assertEquals(0, pool.inUseBytes(), "every registered buffer went back to the pool");
     }
 

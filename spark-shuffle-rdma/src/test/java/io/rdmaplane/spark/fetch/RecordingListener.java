@@ -1,16 +1,16 @@
 package io.rdmaplane.spark.fetch;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.fail;
 
+import io.rdmaplane.rdma.testing.Polling;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.spark.network.buffer.ManagedBuffer;
 import org.apache.spark.network.shuffle.BlockFetchingListener;
@@ -61,15 +61,9 @@ final class RecordingListener implements BlockFetchingListener {
     }
 
     /** Waits until {@code n} blocks were settled (each exactly once so far). */
-    void awaitSettled(int n) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (received.size() + failed.size() < n) {
-            if (System.nanoTime() > deadline) {
-                fail("only " + (received.size() + failed.size()) + " of " + n + " blocks settled: " + received.keySet()
-                        + " failed " + failed);
-            }
-            Thread.sleep(5);
-        }
+    void awaitSettled(int n) {
+        Polling.waitUntil(() -> received.size() + failed.size() >= n, Duration.ofSeconds(30), () -> n + " blocks settled; "
+                + (received.size() + failed.size()) + " are: " + received.keySet() + " failed " + failed);
         calls.forEach((id, count) -> assertEquals(1, count.get(), "the listener heard of " + id + " exactly once"));
     }
 }

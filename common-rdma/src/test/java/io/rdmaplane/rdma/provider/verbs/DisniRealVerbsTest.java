@@ -1,8 +1,8 @@
 package io.rdmaplane.rdma.provider.verbs;
 
 import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.rdmaplane.rdma.testing.RdmaVmOnly;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -14,7 +14,7 @@ class DisniRealVerbsTest {
 
     @Test
     void rdmaReadBetweenTwoSoftRoceDevices() throws Exception {
-        assumeInVm("rdmaReadBetweenTwoSoftRoceDevices");
+        RdmaVmOnly.assumeInVm();
         String a = System.getenv("RDMA_VM_ADDR_A");
         String b = System.getenv("RDMA_VM_ADDR_B");
         assertNotNull(a, "RDMA_VM_ADDR_A");
@@ -25,19 +25,10 @@ class DisniRealVerbsTest {
 
     @Test
     void disniEndpointsReadThroughTheirCmAndCqProcessors() throws Exception {
-        assumeInVm("disniEndpointsReadThroughTheirCmAndCqProcessors");
+        RdmaVmOnly.assumeInVm();
         String b = System.getenv("RDMA_VM_ADDR_B");
         assertNotNull(b, "RDMA_VM_ADDR_B");
         Object report = DisniTestSupport.call("io.rdmaplane.rdma.provider.verbs.impl.DisniEndpointCheck", "run", b);
         System.out.println("[disni] " + report);
-    }
-
-    private static void assumeInVm(String test) {
-        boolean inVm = "1".equals(System.getenv("RDMA_VM"));
-        if (!inVm) {
-            System.out.println("[disni] SKIPPED DisniRealVerbsTest." + test + ": needs real RDMA devices; run it in the"
-                    + " Soft-RoCE VM (integration-tests/vm/run.sh sets RDMA_VM=1)");
-        }
-        assumeTrue(inVm, "RDMA_VM is not 1: real-verbs test skipped (run it inside the Soft-RoCE VM)");
     }
 }

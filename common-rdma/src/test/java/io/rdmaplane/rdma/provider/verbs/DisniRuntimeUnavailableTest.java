@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.rdmaplane.rdma.testing.Skip;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -96,7 +96,7 @@ class DisniRuntimeUnavailableTest {
                 "int rdmaplane_missing_dependency(void);\nint use(void) { return rdmaplane_missing_dependency(); }\n");
         Path dependency = dir.resolve("librdmaplane-missing.so");
         Path library = dir.resolve("libdisni.so");
-        assumeTrue(run(dir, "gcc", "-shared", "-fPIC", "-o", dependency.toString(), dependencySource.toString()),
+        Skip.unless(run(dir, "gcc", "-shared", "-fPIC", "-o", dependency.toString(), dependencySource.toString()),
                 "gcc is needed to build the test library");
         assertTrue(run(dir, "gcc", "-shared", "-fPIC", "-o", library.toString(), librarySource.toString(),
                 "-L" + dir, "-lrdmaplane-missing"));

@@ -1,13 +1,11 @@
 package io.rdmaplane.rdma.provider.verbs;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.ProviderConformanceSuite;
 import io.rdmaplane.rdma.provider.TransportProvider;
+import io.rdmaplane.rdma.testing.RdmaVmOnly;
 import java.net.InetSocketAddress;
 import java.time.Duration;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
@@ -20,12 +18,6 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class VerbsConformanceTest extends ProviderConformanceSuite {
     /** The VM's guest is ~25x slower than the host: a generous operation timeout. */
     private static final Duration TIMEOUT = Duration.ofSeconds(10);
-
-    @BeforeAll
-    static void addressesOfTheTwoDevices() {
-        assumeTrue(System.getenv("RDMA_VM_ADDR_A") != null && System.getenv("RDMA_VM_ADDR_B") != null,
-                "RDMA_VM_ADDR_A and RDMA_VM_ADDR_B must name the addresses of the two rxe devices");
-    }
 
     @Override
     protected TransportProvider provider() {

@@ -11,20 +11,22 @@ import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
-import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.ProviderConformanceSuite;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.testing.Polling;
+import io.rdmaplane.rdma.testing.RdmaVmOnly;
 import java.nio.ByteBuffer;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -40,6 +42,7 @@ import org.junit.jupiter.api.io.TempDir;
 @ExtendWith(RdmaVmOnly.class)
 class VerbsOnRxeTest {
     private static final long WAIT_SECONDS = 60;
+    private static final Duration WAIT = Duration.ofSeconds(WAIT_SECONDS);
     private final List<Node> nodes = new ArrayList<>();
 
     @AfterEach
@@ -120,7 +123,7 @@ class VerbsOnRxeTest {
             public void onMessage(Channel ch, ByteBuffer message) {
                 received.add(message.getInt(0));
                 try {
-                    Thread.sleep(2); // much slower than the sender: credits, not RNR, must hold it back
+                    Thread.sleep(2); // the load itself: much slower than the sender; credits, not RNR, must hold it back
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
@@ -131,23 +134,12 @@ class VerbsOnRxeTest {
                 .get(WAIT_SECONDS, TimeUnit.SECONDS);
         List<CompletableFuture<Void>> sends = new ArrayList<>();
         for (int i = 0; i < count; i++) {
-            ByteBuffer message = ByteBuffer.allocate(512).putInt(0, i);
-            while (true) {
-                CompletableFuture<Void> f = channel.send(message);
-                if (!isQueueFull(f)) {
-                    sends.add(f);
-                    break;
-                }
-                Thread.sleep(1);
-            }
+            sends.add(ProviderConformanceSuite.sendWhenRoom(channel, ByteBuffer.allocate(512).putInt(0, i), WAIT));
         }
         for (CompletableFuture<Void> f : sends) {
             f.get(WAIT_SECONDS, TimeUnit.SECONDS);
         }
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-        while (received.size() < count && System.nanoTime() < deadline) {
-            Thread.sleep(10);
-        }
+        Polling.waitUntil(() -> received.size() >= count, WAIT, () -> count + " messages received, have " + received.size());
         assertEquals(count, received.size());
         for (int i = 0; i < count; i++) {
             assertEquals(i, received.get(i), "message " + i);
@@ -180,10 +172,7 @@ class VerbsOnRxeTest {
         landing.buffer().get(got);
         assertArrayEquals(content, got);
         channel.send(ByteBuffer.wrap(new byte[] {7, 8, 9})).get(WAIT_SECONDS, TimeUnit.SECONDS);
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-        while (inbox.isEmpty() && System.nanoTime() < deadline) {
-            Thread.sleep(10);
-        }
+        Polling.waitUntil(() -> !inbox.isEmpty(), WAIT, "the message at the server");
         assertArrayEquals(new byte[] {7, 8, 9}, inbox.get(0));
     }
 
@@ -204,22 +193,7 @@ class VerbsOnRxeTest {
                 inbox.add(message.get(0));
             }
         }).get(WAIT_SECONDS, TimeUnit.SECONDS);
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-        while (inbox.size() < 3 && System.nanoTime() < deadline) {
-            Thread.sleep(10);
-        }
+        Polling.waitUntil(() -> inbox.size() >= 3, WAIT, () -> "the acceptor's 3 messages, have " + inbox);
         assertEquals(List.of((byte) 0, (byte) 1, (byte) 2), inbox);
-    }
-
-    private static boolean isQueueFull(CompletableFuture<Void> f) {
-        if (!f.isCompletedExceptionally()) {
-            return false;
-        }
-        try {
-            f.join();
-            return false;
-        } catch (CompletionException e) {
-            return e.getCause() instanceof TransportException t && t.status() == Status.QUEUE_FULL;
-        }
     }
 }

@@ -6,11 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.testing.Skip;
 import org.junit.jupiter.api.Test;
 
 /** Host-side checks of the verbs provider: they run everywhere, RDMA device or not. */
@@ -23,7 +23,7 @@ class VerbsProviderTest {
 
     @Test
     void withoutAnRdmaDeviceItIsUnavailableAndSaysHowToGetOne() {
-        assumeTrue(RdmaDevices.ports().isEmpty(), "this machine has RDMA devices: " + RdmaDevices.ports());
+        Skip.unless(RdmaDevices.ports().isEmpty(), "this machine has RDMA devices: " + RdmaDevices.ports());
         assertFalse(VerbsProvider.INSTANCE.isAvailable());
         Throwable cause = VerbsProvider.INSTANCE.unavailabilityCause();
         assertNotNull(cause);
@@ -36,7 +36,7 @@ class VerbsProviderTest {
 
     @Test
     void theProbeRunsOnceAndCreatingANodeWhileUnavailableNamesTheCause() {
-        assumeTrue(!VerbsProvider.INSTANCE.isAvailable(), "verbs is available here");
+        Skip.unless(!VerbsProvider.INSTANCE.isAvailable(), "verbs is available here");
         assertSame(VerbsProvider.INSTANCE.unavailabilityCause(), VerbsProvider.INSTANCE.unavailabilityCause());
         TransportException e = assertThrows(TransportException.class,
                 () -> VerbsProvider.INSTANCE.createNode(NodeOptions.loopback()));

@@ -235,6 +235,12 @@ final class PeerChannel {
             onFrame(gen, ch, frame);
         }
 
+        /** The server READs nothing of ours: the regions of this node are for the peers it serves. */
+        @Override
+        public boolean permitsRemoteRead(Channel ch, int rkey) {
+            return false;
+        }
+
         @Override
         public void onClosed(Channel ch, TransportException cause) {
             reconnect(gen, cause == null ? "closed" : cause.getMessage());

@@ -18,6 +18,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -26,13 +27,15 @@ import org.slf4j.LoggerFactory;
  * The serving side of the policy layer: accepts channels on a node, authenticates them when a
  * secret is configured, says READY only once {@link #markReady()} says the regions are
  * registered, and answers control requests exactly once per request id (a re-sent request
- * gets the first answer again; the handler is not run twice). READs need no help from here.
+ * gets the first answer again; the handler is not run twice). The provider serves READs, but
+ * only on a data channel whose peer has completed the handshake (see Session).
  */
 public final class PolicyServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(PolicyServer.class);
     private static final int ANSWERS_KEPT_PER_PEER = 1024;
     private static final int PEERS_REMEMBERED = 4096;
     private static final AtomicInteger IDS = new AtomicInteger();
+    private static final AtomicBoolean OPEN_DATA_PLANE_LOGGED = new AtomicBoolean();
 
     /** Answers control requests; runs on a transport thread, so it must be quick. */
     @FunctionalInterface
@@ -77,6 +80,10 @@ public final class PolicyServer implements AutoCloseable {
 
     /** Starts accepting channels. Clients wait (up to their handshake timeout) until {@link #markReady()}. */
     public PolicyServer start() throws TransportException {
+        if (options.secret() == null && OPEN_DATA_PLANE_LOGGED.compareAndSet(false, true)) {
+            LOG.warn("no secret is configured: the RDMA data plane is open; any peer that completes the handshake may READ"
+                    + " the regions it knows the keys of (set spark.authenticate or the policy secret to require one)");
+        }
         node.listen(channel -> new Session(channel));
         return this;
     }
@@ -94,9 +101,13 @@ public final class PolicyServer implements AutoCloseable {
         return peerScopes.computeIfAbsent(peer, p -> new RegionScope("peer " + p));
     }
 
-    /** One accepted channel: its handshake state and its requests. */
+    /**
+     * One accepted channel: its handshake state and its requests. Only a data channel that has
+     * completed the handshake (authenticated, when a secret is configured) is READ from.
+     */
     private final class Session implements ChannelHandler {
         private final Channel channel;
+        private volatile TrafficClass trafficClass;
         private UUID instance;
         private byte[] clientNonce;
         private byte[] serverNonce;
@@ -153,6 +164,7 @@ public final class PolicyServer implements AutoCloseable {
                 return;
             }
             instance = hello.instance();
+            trafficClass = hello.trafficClass();
             clientNonce = hello.nonce();
             boolean wantsAuth = hello.wantsAuth();
             if (options.secret() != null && !wantsAuth) {
@@ -237,6 +249,12 @@ public final class PolicyServer implements AutoCloseable {
             // Nothing but the reason goes out: no address or rkey reaches an unauthenticated peer.
             channel.send(ControlFrame.withReason(Type.REJECT, 0, reason).encode())
                     .whenComplete((ok, e) -> channel.close());
+        }
+
+        /** Control channels carry no READs; a data channel only once its peer is authenticated. */
+        @Override
+        public boolean permitsRemoteRead(Channel ch, int rkey) {
+            return authenticated && trafficClass == TrafficClass.DATA;
         }
 
         @Override

@@ -13,6 +13,19 @@ public interface ChannelHandler {
     default void onMessage(Channel channel, ByteBuffer message) {
     }
 
+    /**
+     * Whether the peer may READ this node's region {@code rkey} over this channel, asked before
+     * each READ the peer sends; a refused READ ends {@link Status#REMOTE_ACCESS_ERROR} at the
+     * peer, like one the region's access flags refuse. Open by default. An owner that
+     * authenticates its peers answers false until the channel belongs to an authenticated
+     * session (and then only for what that session was granted). The tcp provider asks on every
+     * READ; the verbs provider, whose NIC serves READs without the CPU, does not ask yet (its
+     * equivalent is the QP's access flags or memory windows bound to the QP: not built).
+     */
+    default boolean permitsRemoteRead(Channel channel, int rkey) {
+        return true;
+    }
+
     /** The channel closed or broke; {@code cause} is null for an orderly local close. */
     default void onClosed(Channel channel, TransportException cause) {
     }

@@ -362,7 +362,11 @@ final class TcpChannel extends AbstractChannel {
         } else {
             TcpRegion region = node.region(rkey);
             int offset = region == null ? -1 : region.offsetOf(address, length);
-            if (offset < 0 || !region.isValid() || !region.access().contains(Access.REMOTE_READ)) {
+            if (!permitsRemoteRead(rkey)) {
+                status = Status.REMOTE_ACCESS_ERROR;
+                LOG.debug("{}: refused READ from {} of rkey {}: not permitted on this channel", node.name(), remoteAddress(),
+                        Integer.toHexString(rkey));
+            } else if (offset < 0 || !region.isValid() || !region.access().contains(Access.REMOTE_READ)) {
                 status = Status.REMOTE_ACCESS_ERROR;
                 LOG.debug("{}: refused READ from {} of {} bytes at 0x{} rkey {}: {}", node.name(), remoteAddress(), length,
                         Long.toHexString(address), Integer.toHexString(rkey), region == null ? "no such rkey" : region);
@@ -376,6 +380,16 @@ final class TcpChannel extends AbstractChannel {
         enqueue(new Frame(data == null ? new ByteBuffer[] {response} : new ByteBuffer[] {response, data}, Kind.READ_RESPONSE, 0));
         if (queuedResponses >= responseLimit) {
             readPaused = true;
+        }
+    }
+
+    /** What the channel's handler says; a handler that throws permits nothing. */
+    private boolean permitsRemoteRead(int rkey) {
+        try {
+            return handler().permitsRemoteRead(this, rkey);
+        } catch (RuntimeException e) {
+            LOG.error("{}: READ permission check of {} failed; refusing the READ", node.name(), this, e);
+            return false;
         }
     }
 

@@ -19,6 +19,7 @@ import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
+import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.Map;
@@ -27,7 +28,6 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -43,9 +43,15 @@ import org.slf4j.LoggerFactory;
 public final class TcpNode implements Node {
     private static final Logger LOG = LoggerFactory.getLogger(TcpNode.class);
     private static final AtomicInteger NODE_IDS = new AtomicInteger();
-    /** Virtual addresses start high and leave a gap page between regions, so none are adjacent. */
-    private static final long FIRST_ADDRESS = 0x1000_0000_0000L;
+    /**
+     * Virtual addresses are random pages in [2^44, 2^47) with a gap page around each region, so
+     * none are adjacent and one region's address says nothing about another's.
+     */
+    private static final long LOWEST_PAGE = 1L << 32;
+    private static final long PAGES = (1L << 35) - (1L << 32);
     private static final long PAGE = 4096;
+    /** rkeys and addresses a peer could otherwise predict from the ones it was handed (issue 11). */
+    private static final SecureRandom KEYS = new SecureRandom();
     private static final int CROWDED_TURN_BYTES = 256 << 10;
     private static final int ALONE_TURN_BYTES = 8 << 20;
 
@@ -59,7 +65,6 @@ public final class TcpNode implements Node {
     private final Set<TcpChannel> channels = ConcurrentHashMap.newKeySet();
     private final java.util.ArrayDeque<TcpChannel> toFlush = new java.util.ArrayDeque<>(); // node thread only
     private final AtomicLong registrations = new AtomicLong();
-    private final AtomicLong nextAddress = new AtomicLong(FIRST_ADDRESS);
     private final long tickMillis;
     private boolean crowded; // node thread only
     private volatile boolean closed;
@@ -93,15 +98,29 @@ public final class TcpNode implements Node {
             throw new TransportException(Status.FLUSHED, name + " is closed");
         }
         ByteBuffer memory = buffer.slice();
-        long span = (memory.capacity() + 2 * PAGE - 1) / PAGE * PAGE;
-        long address = nextAddress.getAndAdd(span);
         TcpRegion region;
-        do {
-            int rkey = ThreadLocalRandom.current().nextInt();
-            region = rkey == 0 ? null : new TcpRegion(this, memory, address, rkey, Set.copyOf(access));
-        } while (region == null || regions.putIfAbsent(region.rkey(), region) != null);
+        synchronized (regions) { // one registration at a time, so two never pick overlapping addresses
+            long address;
+            do {
+                address = (LOWEST_PAGE + (KEYS.nextLong() >>> 1) % PAGES) * PAGE;
+            } while (overlaps(address, memory.capacity()));
+            do {
+                int rkey = KEYS.nextInt();
+                region = rkey == 0 ? null : new TcpRegion(this, memory, address, rkey, Set.copyOf(access));
+            } while (region == null || regions.putIfAbsent(region.rkey(), region) != null);
+        }
         registrations.incrementAndGet();
         return region;
+    }
+
+    /** Whether [address, address + length) comes within a page of a registered region. */
+    private boolean overlaps(long address, int length) {
+        for (TcpRegion region : regions.values()) {
+            if (address < region.address() + region.length() + PAGE && region.address() < address + length + PAGE) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** The valid region with this rkey, or null. */

@@ -255,6 +255,12 @@ final class FaultyChannel implements Channel {
         }
 
         @Override
+        public boolean permitsRemoteRead(Channel channel, int rkey) {
+            ChannelHandler chosen = handler;
+            return chosen != null && chosen.permitsRemoteRead(FaultyChannel.this, rkey); // asked at once: a READ waits for nobody
+        }
+
+        @Override
         public void onClosed(Channel channel, TransportException cause) {
             attach(channel);
             node.forget(FaultyChannel.this);

@@ -71,6 +71,56 @@ class TcpProviderTest {
     }
 
     @Test
+    void regionAddressesAreNeitherSequentialNorAdjacentAndRkeysDistinct() throws Exception {
+        List<MemoryRegion> regions = new ArrayList<>();
+        Random sizes = new Random(7);
+        for (int i = 0; i < 64; i++) {
+            regions.add(server.register(ByteBuffer.allocateDirect(1 + sizes.nextInt(3 * 4096))));
+        }
+        int successors = 0;
+        for (int i = 1; i < regions.size(); i++) {
+            MemoryRegion before = regions.get(i - 1);
+            long gap = regions.get(i).address() - (before.address() + before.length());
+            if (gap >= 0 && gap <= 2 * 4096) {
+                successors++; // where a sequential allocator would put the next region
+            }
+        }
+        assertEquals(0, successors, "a region's address must not follow from the previous one's");
+        regions.add(source);
+        for (MemoryRegion a : regions) {
+            assertTrue(a.rkey() != 0 && a.address() % 4096 == 0, () -> "rkey " + a.rkey() + " at 0x" + Long.toHexString(a.address()));
+            for (MemoryRegion b : regions) {
+                if (a != b) {
+                    assertTrue(a.rkey() != b.rkey(), "rkeys are distinct");
+                    assertTrue(a.address() + a.length() + 4096 <= b.address() || b.address() + b.length() + 4096 <= a.address(),
+                            "regions are at least a page apart");
+                }
+            }
+        }
+    }
+
+    @Test
+    void aReadTheChannelsHandlerDoesNotPermitIsARemoteAccessError() throws Exception {
+        try (Node guarded = TcpProvider.INSTANCE.createNode(NodeOptions.loopback())) {
+            MemoryRegion secret = guarded.register(ByteBuffer.allocateDirect(4096));
+            MemoryRegion open = guarded.register(ByteBuffer.allocateDirect(4096).put(0, (byte) 9));
+            guarded.listen(channel -> new ChannelHandler() {
+                @Override
+                public boolean permitsRemoteRead(Channel ch, int rkey) {
+                    return rkey == open.rkey();
+                }
+            });
+            MemoryRegion landing = client.register(ByteBuffer.allocateDirect(4096), EnumSet.of(Access.LOCAL_WRITE));
+            Channel channel = client.connect(guarded.localAddress(), 4, new ChannelHandler() { }).get(WAIT, TimeUnit.SECONDS);
+            channel.read(open.address(), open.rkey(), 4096, landing, 0).get(WAIT, TimeUnit.SECONDS);
+            assertEquals(9, landing.buffer().get(0));
+            ExecutionException e = assertThrows(ExecutionException.class,
+                    () -> channel.read(secret.address(), secret.rkey(), 4096, landing, 0).get(WAIT, TimeUnit.SECONDS));
+            assertEquals(Status.REMOTE_ACCESS_ERROR, assertInstanceOf(TransportException.class, e.getCause()).status());
+        }
+    }
+
+    @Test
     void postingBeyondTheQueueDepthFailsAtOnceAndLeavesTheChannelUsable() throws Exception {
         try (TcpRelay link = new TcpRelay(server.localAddress())) {
             Channel channel = connect(link, 4);

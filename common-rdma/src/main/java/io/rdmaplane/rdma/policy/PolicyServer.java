@@ -28,7 +28,8 @@ import org.slf4j.LoggerFactory;
  * secret is configured, says READY only once {@link #markReady()} says the regions are
  * registered, and answers control requests exactly once per request id (a re-sent request
  * gets the first answer again; the handler is not run twice). The provider serves READs, but
- * only on a data channel whose peer has completed the handshake (see Session).
+ * only on a data channel whose peer has completed the handshake, and only of the regions granted
+ * to that peer ({@link PeerIdentity#grant}).
  */
 public final class PolicyServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(PolicyServer.class);
@@ -43,8 +44,20 @@ public final class PolicyServer implements AutoCloseable {
         ByteBuffer handle(PeerIdentity peer, ByteBuffer request) throws Exception;
     }
 
-    /** Who sent a request: the peer process (stable across its reconnects) and where from. */
-    public record PeerIdentity(UUID instance, SocketAddress address) {
+    /**
+     * Who sent a request: the peer process (stable across its reconnects), where from, and what
+     * it may READ here: grant a region to it before answering with the region's descriptor.
+     */
+    public record PeerIdentity(UUID instance, SocketAddress address, ReadGrants grants) {
+        /** A peer with grants of its own that no server consults (for handlers tested alone). */
+        public PeerIdentity(UUID instance, SocketAddress address) {
+            this(instance, address, new ReadGrants());
+        }
+
+        /** Lets this peer READ the region {@code rkey} on its data channels. */
+        public void grant(int rkey) {
+            grants.grant(rkey);
+        }
     }
 
     private final Node node;
@@ -62,6 +75,13 @@ public final class PolicyServer implements AutoCloseable {
             });
     private final Map<UUID, AtomicInteger> channelsPerPeer = new ConcurrentHashMap<>();
     private final Map<UUID, RegionScope> peerScopes = new ConcurrentHashMap<>();
+    /** Grants per peer process, kept as long as its answers: READs re-issued after a reconnect still work. */
+    private final Map<UUID, ReadGrants> peerGrants = java.util.Collections.synchronizedMap(new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<UUID, ReadGrants> eldest) {
+            return size() > PEERS_REMEMBERED;
+        }
+    });
     private final ScheduledThreadPoolExecutor timer;
 
     public PolicyServer(Node node, PolicyOptions options, PolicyMetrics metrics, RequestHandler handler) {
@@ -81,8 +101,8 @@ public final class PolicyServer implements AutoCloseable {
     /** Starts accepting channels. Clients wait (up to their handshake timeout) until {@link #markReady()}. */
     public PolicyServer start() throws TransportException {
         if (options.secret() == null && OPEN_DATA_PLANE_LOGGED.compareAndSet(false, true)) {
-            LOG.warn("no secret is configured: the RDMA data plane is open; any peer that completes the handshake may READ"
-                    + " the regions it knows the keys of (set spark.authenticate or the policy secret to require one)");
+            LOG.warn("no secret is configured: the RDMA data plane is open; any peer that completes the handshake may ask"
+                    + " for regions and READ what it is granted (set spark.authenticate or the policy secret to require one)");
         }
         node.listen(channel -> new Session(channel));
         return this;
@@ -102,8 +122,17 @@ public final class PolicyServer implements AutoCloseable {
     }
 
     /**
+     * What the peer may READ here: what handlers granted it, and what is granted here (for a server
+     * that hands descriptors out by other means). Kept while the peer's answers are.
+     */
+    public ReadGrants grants(UUID peer) {
+        return peerGrants.computeIfAbsent(peer, p -> new ReadGrants());
+    }
+
+    /**
      * One accepted channel: its handshake state and its requests. Only a data channel that has
-     * completed the handshake (authenticated, when a secret is configured) is READ from.
+     * completed the handshake (authenticated, when a secret is configured) is READ from, and only
+     * for the regions granted to its peer.
      */
     private final class Session implements ChannelHandler {
         private final Channel channel;
@@ -112,6 +141,7 @@ public final class PolicyServer implements AutoCloseable {
         private byte[] clientNonce;
         private byte[] serverNonce;
         private volatile boolean authenticated;
+        private volatile ReadGrants grants;
         private volatile boolean readySent;
 
         Session(Channel channel) {
@@ -198,6 +228,7 @@ public final class PolicyServer implements AutoCloseable {
         }
 
         private void authenticated() {
+            grants = grants(instance);
             authenticated = true;
             channelsPerPeer.computeIfAbsent(instance, i -> new AtomicInteger()).incrementAndGet();
             // READY only once the regions are registered: no READ may race their registration.
@@ -233,7 +264,8 @@ public final class PolicyServer implements AutoCloseable {
 
         private ControlFrame run(ControlFrame request) {
             try {
-                ByteBuffer response = handler.handle(new PeerIdentity(instance, channel.remoteAddress()), request.payload());
+                ByteBuffer response = handler.handle(new PeerIdentity(instance, channel.remoteAddress(), grants),
+                        request.payload());
                 return new ControlFrame(Type.RESPONSE, request.requestId(), response);
             } catch (Exception e) {
                 LOG.warn("request {} from {} failed", request.requestId(), channel.remoteAddress(), e);
@@ -251,10 +283,10 @@ public final class PolicyServer implements AutoCloseable {
                     .whenComplete((ok, e) -> channel.close());
         }
 
-        /** Control channels carry no READs; a data channel only once its peer is authenticated. */
+        /** Control channels carry no READs; a data channel only once its peer is authenticated, of what it was granted. */
         @Override
         public boolean permitsRemoteRead(Channel ch, int rkey) {
-            return authenticated && trafficClass == TrafficClass.DATA;
+            return authenticated && trafficClass == TrafficClass.DATA && grants.allows(rkey);
         }
 
         @Override

@@ -33,8 +33,9 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * The data plane is authenticated: an outsider speaking the transport and the policy protocol by
- * hand READs nothing it is not entitled to, on either channel kind, whatever rkey it holds.
+ * The data plane is authenticated and keys are bound to their peer: an outsider speaking the
+ * transport and the policy protocol by hand READs nothing it is not entitled to, on either
+ * channel kind, whatever valid rkey it holds.
  */
 class DataPlaneAuthTest {
     private static final int WAIT = 30;
@@ -94,12 +95,14 @@ class DataPlaneAuthTest {
     void anAuthenticatedControlChannelReadsNothingWhileAnAuthenticatedDataChannelReads() throws Exception {
         try (PolicyFixture f = fixture(SECRET)) {
             RemoteBlock block = f.exposeBlock(SIZE, 4);
+            UUID instance = UUID.randomUUID();
+            f.server.grants(instance).grant(block.rkey()); // refused on control for being control, not for want of a grant
             Outsider control = connect(f);
-            authenticate(control, TrafficClass.CONTROL);
+            handshake(control, TrafficClass.CONTROL, instance, SECRET);
             assertRefused(control.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
 
             Outsider data = connect(f);
-            authenticate(data, TrafficClass.DATA);
+            handshake(data, TrafficClass.DATA, instance, SECRET);
             data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
             assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer with the secret READs the block");
         }
@@ -112,11 +115,32 @@ class DataPlaneAuthTest {
             Outsider early = connect(f);
             assertRefused(early.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
 
+            UUID instance = UUID.randomUUID();
+            f.server.grants(instance).grant(block.rkey());
             Outsider peer = connect(f);
-            peer.send(hello(TrafficClass.DATA, Auth.nonce(), false));
-            assertEquals(Type.READY, peer.next().type());
+            handshake(peer, TrafficClass.DATA, instance, null);
             peer.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
             assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()));
+        }
+    }
+
+    @Test
+    void aReadWithAnotherPeersValidRkeyIsRefusedWithOrWithoutASecret() throws Exception {
+        for (byte[] secret : new byte[][] {SECRET, null}) {
+            try (PolicyFixture f = fixture(secret)) {
+                RemoteBlock block = f.exposeBlock(SIZE, 6); // granted to the fixture's own client
+                UUID owner = UUID.randomUUID();
+                f.server.grants(owner).grant(block.rkey());
+                Outsider other = connect(f);
+                handshake(other, TrafficClass.DATA, UUID.randomUUID(), secret);
+                assertRefused(other.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+
+                Outsider granted = connect(f);
+                handshake(granted, TrafficClass.DATA, owner, secret);
+                granted.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+                assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer it was granted to READs it");
+                attackerLanding.buffer().put(new byte[SIZE]);
+            }
         }
     }
 
@@ -176,18 +200,25 @@ class DataPlaneAuthTest {
     }
 
     private static ByteBuffer hello(TrafficClass trafficClass, byte[] nonce, boolean wantsAuth) {
-        return new ControlFrame(Type.HELLO, 0, new Handshake.Hello(trafficClass, UUID.randomUUID(), nonce, wantsAuth).encode())
-                .encode();
+        return hello(trafficClass, UUID.randomUUID(), nonce, wantsAuth);
     }
 
-    /** The whole handshake with the secret, by hand, up to READY. */
-    private static void authenticate(Outsider outsider, TrafficClass trafficClass) throws Exception {
+    private static ByteBuffer hello(TrafficClass trafficClass, UUID instance, byte[] nonce, boolean wantsAuth) {
+        return new ControlFrame(Type.HELLO, 0, new Handshake.Hello(trafficClass, instance, nonce, wantsAuth).encode()).encode();
+    }
+
+    /** The whole handshake by hand (with the secret, if not null) up to READY. */
+    private static void handshake(Outsider outsider, TrafficClass trafficClass, UUID instance, byte[] secret) throws Exception {
         byte[] nonce = Auth.nonce();
-        outsider.send(hello(trafficClass, nonce, true));
+        outsider.send(hello(trafficClass, instance, nonce, secret != null));
+        if (secret == null) {
+            assertEquals(Type.READY, outsider.next().type());
+            return;
+        }
         ControlFrame challenge = outsider.next();
         assertEquals(Type.CHALLENGE, challenge.type());
         byte[] serverNonce = Handshake.Challenge.decode(challenge.payload()).nonce();
-        outsider.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(SECRET, nonce, serverNonce)).encode())
+        outsider.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(secret, nonce, serverNonce)).encode())
                 .encode());
         assertEquals(Type.READY, outsider.next().type());
     }

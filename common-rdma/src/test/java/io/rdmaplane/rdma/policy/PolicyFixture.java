@@ -62,13 +62,14 @@ final class PolicyFixture implements AutoCloseable {
         return client.peer(serverNode.localAddress());
     }
 
-    /** A remotely readable region of seeded bytes on the server, and its block descriptor. */
+    /** A remotely readable region of seeded bytes on the server, granted to the client, and its block descriptor. */
     RemoteBlock exposeBlock(int size, long seed) throws TransportException {
         ByteBuffer memory = ByteBuffer.allocateDirect(size);
         byte[] bytes = new byte[size];
         new Random(seed).nextBytes(bytes);
         memory.put(bytes).flip();
         MemoryRegion region = serverNode.register(memory);
+        server.grants(client.instance()).grant(region.rkey());
         return new RemoteBlock(region.address(), region.rkey(), size, crc(region.buffer()));
     }
 

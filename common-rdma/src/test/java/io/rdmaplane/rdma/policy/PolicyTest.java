@@ -336,6 +336,7 @@ class PolicyTest {
             RegionScope shuffle = new RegionScope("shuffle 0");
             ByteBuffer memory = ByteBuffer.allocateDirect(4096);
             MemoryRegion region = shuffle.add(f.serverNode.register(memory));
+            f.server.grants(f.client.instance()).grant(region.rkey());
             RemoteBlock block = new RemoteBlock(region.address(), region.rkey(), 4096, PolicyFixture.crc(region.buffer()));
             MemoryRegion landing = f.landing(4096);
             PeerConnection peer = f.peer();
@@ -360,6 +361,7 @@ class PolicyTest {
             // Expose a region for this peer only, and say where it is.
             MemoryRegion region = self[0].server.peerScope(peer.instance()).add(self[0].serverNode.register(ByteBuffer.allocateDirect(4096)));
             exposed.set(region);
+            peer.grant(region.rkey());
             return ByteBuffer.allocate(12).putLong(region.address()).putInt(region.rkey()).flip();
         })) {
             self[0] = f;

@@ -169,6 +169,7 @@ final class BlockService implements AutoCloseable {
             regions.invalidate(key);
             return Response.refused(Status.STALE_GENERATION, "replica changed while being served");
         }
+        peer.grant(region.memory.rkey()); // only the client whose token was checked may READ it
         return new Response(Status.OK, "", start, rangeLength, region.memory.address() + start, region.memory.rkey(),
                 rangeCrc, layout.typeId(), bpc, sums);
     }

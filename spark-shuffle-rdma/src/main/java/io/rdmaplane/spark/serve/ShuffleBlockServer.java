@@ -3,6 +3,7 @@ package io.rdmaplane.spark.serve;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.policy.PolicyServer;
+import io.rdmaplane.rdma.policy.ReadGrants;
 import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -10,12 +11,14 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.List;
 import java.util.Objects;
+import java.util.UUID;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * The serving side of one executor: a {@link PolicyServer} on its data node that answers LOCATE
- * requests from a {@link MapOutputStore}. READs need nothing from here. A malformed request
+ * requests from a {@link MapOutputStore}, granting the located regions to the asking peer (the
+ * provider serves a peer's READs of its grants only). A malformed request
  * (anything {@link LocateProtocol#decodeRequest} refuses) is answered with the policy layer's
  * ERROR frame naming the field; the channel and the server go on.
  */
@@ -30,7 +33,7 @@ public final class ShuffleBlockServer implements AutoCloseable {
     public ShuffleBlockServer(Node node, PolicyOptions options, PolicyMetrics metrics, MapOutputStore store) {
         this.node = Objects.requireNonNull(node, "node");
         this.store = Objects.requireNonNull(store, "store");
-        this.server = new PolicyServer(node, options, metrics, (peer, request) -> locate(request));
+        this.server = new PolicyServer(node, options, metrics, this::locate);
     }
 
     /** Listens on the node and marks READY (the store registers each map output before it is locatable). */
@@ -39,6 +42,11 @@ public final class ShuffleBlockServer implements AutoCloseable {
         server.markReady();
         LOG.info("RDMA shuffle block server listening on {} ({})", node.localAddress(), node.providerName());
         return this;
+    }
+
+    /** What {@code peer} may READ here beyond what LOCATE granted it (descriptors handed out by other means). */
+    public ReadGrants grants(UUID peer) {
+        return server.grants(peer);
     }
 
     /** Where reducers reach this server (valid after {@link #start()}). */
@@ -55,13 +63,18 @@ public final class ShuffleBlockServer implements AutoCloseable {
         this.locateListener = listener;
     }
 
-    private ByteBuffer locate(ByteBuffer request) {
+    private ByteBuffer locate(PolicyServer.PeerIdentity peer, ByteBuffer request) {
         LocateProtocol.Request decoded = LocateProtocol.decodeRequest(request); // IllegalArgumentException → ERROR answer
         List<LocateProtocol.BlockRef> blocks = decoded.blocks();
         RemoteBlock[][] located = new RemoteBlock[blocks.size()][];
         for (int i = 0; i < located.length; i++) {
             LocateProtocol.BlockRef block = blocks.get(i);
             located[i] = store.locate(decoded.shuffleId(), block.mapId(), block.reduceId());
+            if (located[i] != null) {
+                for (RemoteBlock piece : located[i]) {
+                    peer.grant(piece.rkey()); // the asking peer READs these, and no other peer by their keys
+                }
+            }
         }
         ByteBuffer answer = LocateProtocol.encodeResponse(located);
         Runnable listener = locateListener;

@@ -422,6 +422,9 @@ class RdmaBlockStoreClientTest {
                 LocateProtocol.Request asked = LocateProtocol.decodeRequest(request);
                 RemoteBlock[][] answer = new RemoteBlock[asked.blocks().size()][];
                 java.util.Arrays.fill(answer, store.locate(SHUFFLE, 99, 1));
+                for (RemoteBlock piece : answer[0]) {
+                    peer.grant(piece.rkey()); // the liar grants what it hands out, as a real server does
+                }
                 return LocateProtocol.encodeResponse(answer);
             }).start();
             liar.markReady();

@@ -187,8 +187,8 @@ public final class PolicyClient implements AutoCloseable {
         return requestIds.incrementAndGet();
     }
 
-    /** This process, as its HELLOs name it: the server keeps its answers and regions per instance. */
-    UUID instance() {
+    /** This process, as its HELLOs name it: the server keeps its answers, regions and grants per instance. */
+    public UUID instance() {
         return instance;
     }
 

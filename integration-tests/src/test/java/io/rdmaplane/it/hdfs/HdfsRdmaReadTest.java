@@ -2,12 +2,27 @@ package io.rdmaplane.it.hdfs;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.codahale.metrics.MetricRegistry;
+import io.rdmaplane.hdfs.BlockProtocol;
+import io.rdmaplane.rdma.policy.PolicyClient;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.PolicyOptions;
+import io.rdmaplane.rdma.policy.RemoteBlock;
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder;
 import io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin;
 import io.rdmaplane.rdma.config.ConfigException;
@@ -16,13 +31,18 @@ import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
@@ -43,6 +63,7 @@ import org.junit.jupiter.api.Test;
  * plug-in runs and through TCP where it does not or refuses.
  */
 class HdfsRdmaReadTest {
+    static final int WAIT_SECONDS = 30;
     static final int[] SIZES = {1, 511, 512, 513, HdfsCluster.BLOCK - 1, HdfsCluster.BLOCK, HdfsCluster.BLOCK + 1,
             3 * HdfsCluster.BLOCK + HdfsCluster.BLOCK / 2};
     static HdfsCluster hdfs;
@@ -259,6 +280,42 @@ class HdfsRdmaReadTest {
         assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got);
         assertEquals(refusedBefore + 1, tokenRefusals());
         assertEquals(fallbacks + 1, counter("hdfs.client.fallback.TOKEN_REFUSED"));
+    }
+
+    @Test
+    void aDescriptorHandedToOneClientReadsNothingForAnotherNorWithoutAHandshake() throws Exception {
+        int size = HdfsCluster.BLOCK;
+        LocatedBlock first = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks("/f" + size, 0, size)
+                .getLocatedBlocks().get(0);
+        InetSocketAddress service = new InetSocketAddress("127.0.0.1", RdmaDataNodePlugin.running().get(0).getPort());
+        try (Node node = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
+             PolicyClient owner = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics());
+             PolicyClient other = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
+            // The owner asks with the block's token, as the accessor does, and READs what it is handed.
+            BlockProtocol.Request ask = new BlockProtocol.Request(0, first.getBlock().getBlockPoolId(),
+                    first.getBlock().getBlockId(), first.getBlock().getGenerationStamp(), 0, 1000, 1 << 20,
+                    serialize(first.getBlockToken()));
+            BlockProtocol.Response answer = BlockProtocol.Response.decode(owner.peer(service).request(ask.encode())
+                    .get(WAIT_SECONDS, TimeUnit.SECONDS));
+            assertEquals(BlockProtocol.Status.OK, answer.status(), answer.message());
+            RemoteBlock block = new RemoteBlock(answer.address(), answer.rkey(), answer.rangeLength(), answer.crc32c());
+            MemoryRegion landing = node.register(ByteBuffer.allocateDirect(block.length()), EnumSet.of(Access.LOCAL_WRITE));
+            owner.peer(service).read(block, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS);
+
+            // Another client with the same (valid) address and rkey but no token: refused.
+            MemoryRegion stolen = node.register(ByteBuffer.allocateDirect(block.length()), EnumSet.of(Access.LOCAL_WRITE));
+            ExecutionException e = assertThrows(ExecutionException.class,
+                    () -> other.peer(service).read(block, stolen, 0).get(WAIT_SECONDS, TimeUnit.SECONDS));
+            assertEquals(Status.REMOTE_ACCESS_ERROR, assertInstanceOf(TransportException.class, e.getCause().getCause()).status());
+            // And a bare transport connection, no handshake at all: refused.
+            Channel bare = node.connect(service, 4, new ChannelHandler() { }).get(WAIT_SECONDS, TimeUnit.SECONDS);
+            e = assertThrows(ExecutionException.class, () -> bare.read(block.address(), block.rkey(), block.length(), stolen, 0)
+                    .get(WAIT_SECONDS, TimeUnit.SECONDS));
+            assertEquals(Status.REMOTE_ACCESS_ERROR, assertInstanceOf(TransportException.class, e.getCause()).status());
+            byte[] leaked = new byte[block.length()];
+            stolen.buffer().get(leaked);
+            assertArrayEquals(new byte[block.length()], leaked, "no byte of the block reached the other clients");
+        }
     }
 
     private static byte[] serialize(Token<BlockTokenIdentifier> token) throws IOException {

@@ -13,19 +13,7 @@ import java.nio.channels.Channels;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Random;
-import com.google.flatbuffers.FlatBufferBuilder;
-import java.nio.ByteOrder;
-import java.util.ArrayList;
-import java.util.List;
-import org.apache.arrow.flatbuf.Binary;
-import org.apache.arrow.flatbuf.DictionaryEncoding;
-import org.apache.arrow.flatbuf.Endianness;
-import org.apache.arrow.flatbuf.Field;
-import org.apache.arrow.flatbuf.KeyValue;
-import org.apache.arrow.flatbuf.Message;
-import org.apache.arrow.flatbuf.MessageHeader;
-import org.apache.arrow.flatbuf.MetadataVersion;
-import org.apache.arrow.flatbuf.Schema;
+import io.rdmaplane.rdma.testing.HostileSchema;
 import org.apache.arrow.flatbuf.Type;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
@@ -174,7 +162,7 @@ class ArrowBlockTest {
     @Test
     void theOneSchemaWeWriteRebuiltByHandDecodes() throws Exception {
         byte[] payload = random(2500, 7);
-        byte[] block = withSchema(write(payload, 1000, false), new HostileSchema().message(payload));
+        byte[] block = HostileSchema.replaceSchema(write(payload, 1000, false), new HostileSchema().message(KEY, payload));
         assertArrayEquals(payload, concat(ArrowBlock.read(ByteBuffer.wrap(block), true)));
     }
 
@@ -198,125 +186,10 @@ class ArrowBlockTest {
         variants.put("with field metadata", new HostileSchema().fieldMetadata());
         variants.put("without the length key", new HostileSchema().without(ArrowBlock.LENGTH_KEY));
         for (Map.Entry<String, HostileSchema> v : variants.entrySet()) {
-            byte[] hostile = withSchema(block, v.getValue().message(payload));
+            byte[] hostile = HostileSchema.replaceSchema(block, v.getValue().message(KEY, payload));
             CorruptBlockException e = assertThrows(CorruptBlockException.class, () -> ArrowBlock.read(ByteBuffer.wrap(hostile), true),
                     "a schema " + v.getKey());
             assertTrue(e.getMessage().contains("schema"), v.getKey() + ": " + e.getMessage());
-        }
-    }
-
-    /** {@code block} with its schema message replaced by {@code schemaMessage} (flatbuffer bytes). */
-    private static byte[] withSchema(byte[] block, byte[] schemaMessage) {
-        ByteBuffer in = ByteBuffer.wrap(block).order(ByteOrder.LITTLE_ENDIAN);
-        int rest = 8 + in.getInt(4); // continuation, size, the schema's metadata (a schema message has no body)
-        int padded = (schemaMessage.length + 7) / 8 * 8;
-        ByteBuffer out = ByteBuffer.allocate(8 + padded + block.length - rest).order(ByteOrder.LITTLE_ENDIAN);
-        out.putInt(-1).putInt(padded).put(schemaMessage).position(8 + padded);
-        out.put(block, rest, block.length - rest);
-        return out.array();
-    }
-
-    /** A schema message as a hostile peer may write it; by default exactly the one ArrowBlock writes. */
-    private static final class HostileSchema {
-        private String name = ArrowBlock.PAYLOAD_FIELD;
-        private boolean nullable;
-        private byte type = Type.Binary;
-        private boolean extraField;
-        private boolean child;
-        private boolean selfNesting;
-        private boolean dictionary;
-        private boolean fieldMetadata;
-        private String without;
-
-        HostileSchema name(String value) {
-            name = value;
-            return this;
-        }
-
-        HostileSchema nullable() {
-            nullable = true;
-            return this;
-        }
-
-        HostileSchema type(byte value) {
-            type = value;
-            return this;
-        }
-
-        HostileSchema extraField() {
-            extraField = true;
-            return this;
-        }
-
-        HostileSchema child() {
-            child = true;
-            return this;
-        }
-
-        HostileSchema selfNesting() {
-            selfNesting = true;
-            return this;
-        }
-
-        HostileSchema dictionary() {
-            dictionary = true;
-            return this;
-        }
-
-        HostileSchema fieldMetadata() {
-            fieldMetadata = true;
-            return this;
-        }
-
-        HostileSchema without(String key) {
-            without = key;
-            return this;
-        }
-
-        byte[] message(byte[] payload) {
-            FlatBufferBuilder b = new FlatBufferBuilder();
-            int children = 0;
-            if (child || selfNesting) {
-                int inner = field(b, 0);
-                children = Field.createChildrenVector(b, new int[] {inner});
-            }
-            int field = field(b, children);
-            int[] fields = extraField ? new int[] {field, field(b, 0)} : new int[] {field};
-            int fieldsVector = Schema.createFieldsVector(b, fields);
-            Map<String, String> metadata = new java.util.LinkedHashMap<>(KEY);
-            java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
-            crc.update(payload);
-            metadata.put(ArrowBlock.LENGTH_KEY, Integer.toString(payload.length));
-            metadata.put(ArrowBlock.CRC32C_KEY, Long.toString(crc.getValue()));
-            metadata.remove(without);
-            int metadataVector = Schema.createCustomMetadataVector(b, keyValues(b, metadata));
-            int schema = Schema.createSchema(b, Endianness.Little, fieldsVector, metadataVector, 0);
-            int message = Message.createMessage(b, MetadataVersion.V5, MessageHeader.Schema, schema, 0, 0);
-            b.finish(message);
-            ByteBuffer bytes = b.dataBuffer();
-            if (selfNesting) {
-                // The child's offset (relative to where it is stored) now points at the field itself.
-                int element = bytes.capacity() - children + 4;
-                bytes.putInt(element, (bytes.capacity() - field) - element);
-            }
-            byte[] out = new byte[bytes.remaining()];
-            bytes.get(out);
-            return out;
-        }
-
-        private int field(FlatBufferBuilder b, int children) {
-            int nameOffset = b.createString(name);
-            Binary.startBinary(b);
-            int typeOffset = Binary.endBinary(b);
-            int dictionaryOffset = dictionary ? DictionaryEncoding.createDictionaryEncoding(b, 1, 0, false, (short) 0) : 0;
-            int metadata = fieldMetadata ? Field.createCustomMetadataVector(b, keyValues(b, Map.of("k", "v"))) : 0;
-            return Field.createField(b, nameOffset, nullable, type, typeOffset, dictionaryOffset, children, metadata);
-        }
-
-        private static int[] keyValues(FlatBufferBuilder b, Map<String, String> entries) {
-            List<Integer> offsets = new ArrayList<>();
-            entries.forEach((k, v) -> offsets.add(KeyValue.createKeyValue(b, b.createString(k), b.createString(v))));
-            return offsets.stream().mapToInt(Integer::intValue).toArray();
         }
     }
 

@@ -205,6 +205,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
             blocks.add(sizes.next());
         }
         Map<String, List<ShuffleBlockId>> byExecutor = new LinkedHashMap<>();
+        Map<String, String> hosts = new LinkedHashMap<>(); // Spark's own view of where each executor is
         for (Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>> entry : blocks) {
             String executor = entry._1().executorId();
             if (executor.equals(rt.executorId())) {
@@ -214,15 +215,20 @@ public final class RdmaShuffleManager implements ShuffleManager {
             while (it.hasNext()) {
                 if (it.next()._1() instanceof ShuffleBlockId id) {
                     byExecutor.computeIfAbsent(executor, e -> new ArrayList<>()).add(id);
+                    hosts.put(executor, entry._1().host());
                 }
             }
         }
-        return new RdmaShuffleReader<>(base, blocks, context, readMetrics, () -> newClient(rt, shuffleId, byExecutor));
+        return new RdmaShuffleReader<>(base, blocks, context, readMetrics, () -> newClient(rt, shuffleId, byExecutor, hosts));
     }
 
-    /** The RDMA block client of one reduce task: addresses of the executors it reads from, asked for together. */
-    private BlockStoreClient newClient(ExecutorRuntime rt, int shuffleId, Map<String, List<ShuffleBlockId>> byExecutor) {
-        Map<String, InetSocketAddress> addresses = byExecutor.isEmpty() ? Map.of() : rt.lookup(byExecutor.keySet());
+    /**
+     * The RDMA block client of one reduce task: addresses of the executors it reads from, asked for
+     * together, each used only if it is on the host of the executor's BlockManagerId.
+     */
+    private BlockStoreClient newClient(ExecutorRuntime rt, int shuffleId, Map<String, List<ShuffleBlockId>> byExecutor,
+                                       Map<String, String> hosts) {
+        Map<String, InetSocketAddress> addresses = byExecutor.isEmpty() ? Map.of() : rt.lookup(hosts);
         return new RdmaBlockStoreClient(rt.policy(), rt.pool(), rt.node(), SparkEnv.get().blockManager().blockStoreClient(),
                 addresses::get, shuffleId, byExecutor, metrics);
     }

@@ -13,17 +13,23 @@ import io.rdmaplane.rdma.memory.RegisteredBuffer;
 import io.rdmaplane.rdma.memory.RegisteredMemoryPool;
 import io.rdmaplane.rdma.policy.PeerUnavailableException;
 import io.rdmaplane.rdma.policy.PolicyClient;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.rdma.provider.faulty.FaultyNode;
 import io.rdmaplane.rdma.testing.HostileSchema;
 import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.spark.ShuffleFixture;
 import io.rdmaplane.spark.ShuffleFixture.Executor;
 import io.rdmaplane.spark.ShuffleMetrics;
+import io.rdmaplane.spark.registry.ExecutorRegistry;
+import io.rdmaplane.spark.registry.RegistryClient;
 import io.rdmaplane.spark.serve.LocateProtocol;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import java.net.InetSocketAddress;
@@ -447,6 +453,40 @@ class RdmaBlockStoreClientTest {
             assertReceivedExactly(listener, List.of(one, two, three));
             assertEquals(List.of(two, three), fallback.blocks(), "segments whose metadata names another block fell back");
             assertEquals(1, metrics.fetchRdmaBlocks().getCount());
+            awaitPoolIdle();
+        }
+    }
+
+    /**
+     * Without a secret anyone may REGISTER first: here an attacker registered exec-b's id at its own
+     * data server. The reducer uses a LOOKUP answer only on the host Spark knows the executor by
+     * (its BlockManagerId), so exec-b's blocks come via Spark's transfer and the attacker is never asked.
+     */
+    @Test
+    void testALookupAnswerThatDisagreesWithSparksHostIsNotUsedAndThatExecutorFallsBack() throws Exception {
+        PolicyOptions options = ShuffleFixture.fastOptions();
+        try (Executor attacker = new Executor("attacker", 8L << 20);
+             ExecutorRegistry registry = new ExecutorRegistry(TcpProvider.INSTANCE, NodeOptions.loopback(), options, new PolicyMetrics());
+             RegistryClient registrant = new RegistryClient(TcpProvider.INSTANCE, NodeOptions.loopback(), options, new PolicyMetrics(),
+                     registry.address());
+             RegistryClient reducer = new RegistryClient(TcpProvider.INSTANCE, NodeOptions.loopback(), options, new PolicyMetrics(),
+                     registry.address())) {
+            registrant.register(a.id, a.server.address());
+            registrant.register(b.id, attacker.server.address()); // the attacker came first
+            // Spark's view: exec-a on this host, exec-b on another one.
+            Map<String, InetSocketAddress> addresses = reducer.lookup(Map.of(a.id, "127.0.0.1", b.id, "192.0.2.7"));
+            RecordingListener listener = new RecordingListener(false);
+            try (RdmaBlockStoreClient client = client(addresses::get)) {
+                fetch(client, a, ids(a), listener);
+                fetch(client, b, ids(b), listener);
+                listener.awaitSettled(ids(a).size() + ids(b).size());
+            }
+            List<String> all = new ArrayList<>(ids(a));
+            all.addAll(ids(b));
+            assertReceivedExactly(listener, all);
+            assertEquals(0, attacker.locatesAnswered.get(), "the attacker's server was never asked");
+            assertEquals(ids(b), fallback.blocks(), "exactly exec-b's blocks came via Spark's transfer");
+            assertEquals(ids(a).size(), metrics.fetchRdmaBlocks().getCount(), "exec-a's came over RDMA");
             awaitPoolIdle();
         }
     }

@@ -63,11 +63,8 @@ public final class ExecutorRegistry implements AutoCloseable {
     private ByteBuffer register(RegistryProtocol.Request request, String from) {
         String id = request.executorId();
         Entry offered = new Entry(from, request.address());
-        Entry[] before = new Entry[1];
-        Entry kept = executors.compute(id, (key, old) -> {
-            before[0] = old;
-            return old == null || old.registrant().equals(from) ? offered : old;
-        });
+        Entry previous = executors.get(id); // for the log line only
+        Entry kept = executors.compute(id, (key, old) -> old == null || old.registrant().equals(from) ? offered : old);
         if (kept != offered) {
             LOG.warn("RDMA shuffle registry: refused a REGISTER of executor {} at {}:{} from {}: that executor registered"
                     + " from {} first (at {}:{}), and an executor id is bound to its first registrant's host", id, request.host(),
@@ -75,7 +72,7 @@ public final class ExecutorRegistry implements AutoCloseable {
             return RegistryProtocol.refused("executor " + id + " is registered from another host (" + kept.registrant()
                     + "); a REGISTER of it from " + from + " is refused");
         }
-        if (before[0] == null || !before[0].address().equals(offered.address())) {
+        if (previous == null || !previous.address().equals(offered.address())) {
             LOG.info("RDMA shuffle registry: executor {} serves shuffle blocks at {}:{}", id, request.host(), request.port());
         }
         return RegistryProtocol.registered();

@@ -27,7 +27,7 @@ import org.slf4j.LoggerFactory;
  * never reused); a miss is remembered only for {@link #MISS_TTL_NANOS}, so an executor that
  * registers late is found soon after. A found address is used only when it is on the host Spark
  * itself knows the executor by (its {@code BlockManagerId}): the registry answers whoever
- * registered first, Spark's view comes from its own, authenticated, scheduler.
+ * registered first, while Spark's view comes from its own scheduler (the map output tracker).
  */
 public final class RegistryClient implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RegistryClient.class);
@@ -92,9 +92,8 @@ public final class RegistryClient implements AutoCloseable {
                 return true;
             }
             try {
-                InetAddress registered = InetAddress.getByName(address.getHostString()); // an IP literal: no name lookup
                 for (InetAddress spark : InetAddress.getAllByName(claim.sparkHost())) {
-                    if (spark.equals(registered)) {
+                    if (spark.equals(address.getAddress())) { // the registered address, resolved when it was found
                         return true;
                     }
                 }

@@ -43,7 +43,7 @@ class LayersTest {
             .layer("Policy").definedBy("io.rdmaplane.rdma.policy..")
             .layer("Format").definedBy("io.rdmaplane.rdma.format..")
             .layer("Memory").definedBy("io.rdmaplane.rdma.memory..")
-            .optionalLayer("Codec").definedBy("io.rdmaplane.rdma.codec..")
+            .layer("Codec").definedBy("io.rdmaplane.rdma.codec..")
             .layer("SPI").definedBy("io.rdmaplane.rdma.provider")
             .layer("Tcp").definedBy("io.rdmaplane.rdma.provider.tcp..")
             .layer("Verbs").definedBy("io.rdmaplane.rdma.provider.verbs..")

@@ -10,6 +10,7 @@ import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.testing.WireFuzz;
 import io.rdmaplane.spark.registry.RegistryProtocol.Type;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
@@ -61,29 +62,10 @@ class RegistryTest {
                 RegistryProtocol.registered());
         int decoded = 0;
         for (int round = 0; round < 5_000; round++) {
-            ByteBuffer seed = seeds.get(random.nextInt(seeds.size()));
-            byte[] bytes = new byte[seed.remaining()];
-            seed.duplicate().get(bytes);
-            switch (round % 3) {
-                case 0 -> bytes = java.util.Arrays.copyOf(bytes, random.nextInt(bytes.length + 1));
-                case 1 -> bytes[random.nextInt(bytes.length)] ^= (byte) (1 + random.nextInt(255));
-                default -> {
-                    bytes = new byte[random.nextInt(32)];
-                    random.nextBytes(bytes);
-                }
-            }
-            ByteBuffer input = ByteBuffer.wrap(bytes);
-            for (Runnable decode : List.<Runnable>of(() -> RegistryProtocol.decodeRequest(input),
-                    () -> RegistryProtocol.decodeLookupAnswer(input), () -> RegistryProtocol.decodeRegistered(input))) {
-                try {
-                    decode.run();
-                    decoded++;
-                } catch (MalformedMessageException expected) {
-                    // the one error a decoder may throw
-                } catch (RuntimeException e) {
-                    org.junit.jupiter.api.Assertions.fail("a decoder threw " + e + " instead of MalformedMessageException", e);
-                }
-            }
+            ByteBuffer input = WireFuzz.mutation(random, seeds, round, 32);
+            decoded += WireFuzz.decodes(() -> RegistryProtocol.decodeRequest(input.duplicate()))
+                    + WireFuzz.decodes(() -> RegistryProtocol.decodeLookupAnswer(input.duplicate()))
+                    + WireFuzz.decodes(() -> RegistryProtocol.decodeRegistered(input.duplicate()));
         }
         assertTrue(decoded > 0, "some inputs (whole messages, harmless flips) still decode");
     }

@@ -10,6 +10,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ScheduledFuture;
@@ -209,7 +210,8 @@ final class PeerChannel {
                 handshakeTimer = owner.client().schedule(() -> attemptFailed(gen, "no READY from the server within "
                         + options.handshakeTimeout().toMillis() + " ms (handshakeTimeout)"), options.handshakeTimeout().toNanos());
             }
-            ByteBuffer hello = new Handshake.Hello(trafficClass, owner.client().instance(), nonce, options.secret() != null).encode();
+            UUID instance = owner.client().instance(owner.address());
+            ByteBuffer hello = new Handshake.Hello(trafficClass, instance, nonce, options.secret() != null).encode();
             opened.send(new ControlFrame(Type.HELLO, 0, hello).encode());
         });
     }

@@ -41,7 +41,8 @@ public final class PolicyClient implements AutoCloseable {
     private final PolicyOptions options;
     private final PolicyMetrics metrics;
     private final Listener listener;
-    private final UUID instance = UUID.randomUUID();
+    /** The id this process goes by at each peer: a server never learns the id another server knows it by. */
+    private final Map<InetSocketAddress, UUID> instances = new ConcurrentHashMap<>();
     private final Map<InetSocketAddress, PeerConnection> peers = new ConcurrentHashMap<>();
     private final Set<PeerConnection> dedicated = ConcurrentHashMap.newKeySet();
     private final AtomicLong bytesInFlight = new AtomicLong();
@@ -187,9 +188,13 @@ public final class PolicyClient implements AutoCloseable {
         return requestIds.incrementAndGet();
     }
 
-    /** This process, as its HELLOs name it: the server keeps its answers, regions and grants per instance. */
-    public UUID instance() {
-        return instance;
+    /**
+     * This process, as its HELLOs to {@code peer} name it (stable across reconnects): the server
+     * keeps its answers, regions and READ grants per instance. One id per peer, so a peer cannot
+     * present the id it was shown to another server and take over what that server granted.
+     */
+    public UUID instance(InetSocketAddress peer) {
+        return instances.computeIfAbsent(peer, p -> UUID.randomUUID());
     }
 
     Node node() {

@@ -3,6 +3,7 @@ package io.rdmaplane.rdma.policy;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
@@ -159,6 +160,32 @@ class DataPlaneAuthTest {
             Channel back = Polling.waitFor(opened::get, Duration.ofSeconds(WAIT), "the victim's channel to the outsider");
             Polling.waitUntil(back::isOpen, Duration.ofSeconds(WAIT), "the channel open");
             assertRefused(back.read(victimRegion.address(), victimRegion.rkey(), SIZE, attackerLanding, 0));
+        }
+    }
+
+    @Test
+    void aClientGoesByAnotherIdAtEachServerSoNoServerCanClaimItsGrantsElsewhere() throws Exception {
+        AtomicReference<UUID> atServer = new AtomicReference<>();
+        try (PolicyFixture f = new PolicyFixture(PolicyFixture.fast(), PolicyFixture.fast(), (peer, request) -> {
+            atServer.set(peer.instance());
+            return request;
+        })) {
+            f.server.markReady();
+            f.peer().request(ByteBuffer.allocate(1)).get(WAIT, TimeUnit.SECONDS);
+            AtomicReference<UUID> atOutsider = new AtomicReference<>();
+            attackerNode.listen(channel -> new ChannelHandler() {
+                @Override
+                public void onMessage(Channel ch, ByteBuffer message) {
+                    try {
+                        atOutsider.compareAndSet(null, Handshake.Hello.decode(ControlFrame.decode(message).payload()).instance());
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+            });
+            f.client.peer(attackerNode.localAddress());
+            UUID shown = Polling.waitFor(atOutsider::get, Duration.ofSeconds(WAIT), "the client's HELLO at the outsider");
+            assertNotEquals(atServer.get(), shown, "the outsider must not learn the id the server knows the client by");
         }
     }
 

@@ -69,7 +69,7 @@ final class PolicyFixture implements AutoCloseable {
         new Random(seed).nextBytes(bytes);
         memory.put(bytes).flip();
         MemoryRegion region = serverNode.register(memory);
-        server.grants(client.instance()).grant(region.rkey());
+        server.grants(client.instance(serverNode.localAddress())).grant(region.rkey());
         return new RemoteBlock(region.address(), region.rkey(), size, crc(region.buffer()));
     }
 

@@ -336,7 +336,7 @@ class PolicyTest {
             RegionScope shuffle = new RegionScope("shuffle 0");
             ByteBuffer memory = ByteBuffer.allocateDirect(4096);
             MemoryRegion region = shuffle.add(f.serverNode.register(memory));
-            f.server.grants(f.client.instance()).grant(region.rkey());
+            f.server.grants(f.client.instance(f.serverNode.localAddress())).grant(region.rkey());
             RemoteBlock block = new RemoteBlock(region.address(), region.rkey(), 4096, PolicyFixture.crc(region.buffer()));
             MemoryRegion landing = f.landing(4096);
             PeerConnection peer = f.peer();

@@ -216,7 +216,7 @@ public final class PolicyBenchmark {
                 memory.putLong(random.nextLong());
             }
             MemoryRegion region = serverNode.register(memory.flip());
-            server.grants(client.instance()).grant(region.rkey()); // handed out without a request: granted here
+            server.grants(client.instance(serverNode.localAddress())).grant(region.rkey()); // handed out without a request: granted here
             CRC32C crc = new CRC32C();
             crc.update(region.buffer());
             return new RemoteBlock(region.address(), region.rkey(), size, (int) crc.getValue());

@@ -404,7 +404,7 @@ class MapOutputStoreTest {
 
     private byte[] readRemote(Executor from, RemoteBlock block) throws Exception {
         try (MemoryRegion landing = readerNode.register(ByteBuffer.allocateDirect(block.length()), Set.of(Access.LOCAL_WRITE))) {
-            from.server.grants(reader.instance()).grant(block.rkey()); // located here, not by LOCATE: granted by hand
+            from.server.grants(reader.instance(from.server.address())).grant(block.rkey()); // located here, not by LOCATE: granted by hand
             reader.peer(from.server.address()).read(block, landing, 0).get(30, TimeUnit.SECONDS);
             byte[] bytes = new byte[block.length()];
             landing.buffer().get(bytes);
@@ -423,7 +423,7 @@ class MapOutputStoreTest {
 
     private byte[] readRemote(RemoteBlock block) throws Exception {
         try (MemoryRegion landing = readerNode.register(ByteBuffer.allocateDirect(block.length()), Set.of(Access.LOCAL_WRITE))) {
-            executor.server.grants(reader.instance()).grant(block.rkey()); // located here, not by LOCATE: granted by hand
+            executor.server.grants(reader.instance(executor.server.address())).grant(block.rkey()); // located here, not by LOCATE: granted by hand
             reader.peer(executor.server.address()).read(block, landing, 0).get(30, TimeUnit.SECONDS);
             byte[] bytes = new byte[block.length()];
             landing.buffer().get(bytes);

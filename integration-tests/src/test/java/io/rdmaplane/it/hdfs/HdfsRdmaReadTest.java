@@ -261,6 +261,36 @@ class HdfsRdmaReadTest {
         assertEquals(fallbacks + 1, counter("hdfs.client.fallback.TOKEN_REFUSED"));
     }
 
+    @Test
+    void aFiveByteTokenIsRefusedAndTheServiceKeepsServingOthers() throws Exception {
+        int size = HdfsCluster.BLOCK + 1;
+        byte[] expected = HdfsCluster.bytes(size, size);
+        LocatedBlock first = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks("/f" + size, 0, size)
+                .getLocatedBlocks().get(0);
+        // vint 0x84 then 0x7fffffff: "the identifier is 2^31-1 bytes long", which Token.readFields would allocate
+        byte[] hostile = {(byte) 0x84, 0x7f, (byte) 0xff, (byte) 0xff, (byte) 0xff};
+        long refusedBefore = tokenRefusals();
+        byte[] got = readBlockThroughBuilder(first, hostile, 1000);
+        assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got, "the attacker's read falls back");
+        assertEquals(refusedBefore + 1, tokenRefusals(), "refused as a bad token, not a crash");
+
+        javax.management.MBeanServer jmx = java.lang.management.ManagementFactory.getPlatformMBeanServer();
+        for (RdmaDataNodePlugin plugin : RdmaDataNodePlugin.running()) {
+            javax.management.ObjectName bean = new javax.management.ObjectName(
+                    RdmaDataNodePlugin.beanName(plugin.dataNode().getXferPort()));
+            assertEquals("RUNNING", jmx.getAttribute(bean, "State"));
+            assertTrue((Integer) jmx.getAttribute(bean, "Port") > 0);
+        }
+        // another client still reads every byte over RDMA
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        long fallbacks = counter("hdfs.client.fallbacks");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + size))) {
+            assertArrayEquals(expected, HdfsCluster.readAll(in, 1 << 20));
+        }
+        assertEquals(fallbacks, counter("hdfs.client.fallbacks"), "no read fell back");
+        assertEquals(size, counter("hdfs.client.rdma.bytes") - rdmaBytes, "every byte came through RDMA READ");
+    }
+
     private static byte[] serialize(Token<BlockTokenIdentifier> token) throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         token.write(new DataOutputStream(bytes));

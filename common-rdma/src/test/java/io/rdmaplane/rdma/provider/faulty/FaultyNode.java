@@ -175,6 +175,11 @@ public final class FaultyNode implements Node {
     }
 
     @Override
+    public CompletableFuture<Void> terminated() {
+        return inner.terminated();
+    }
+
+    @Override
     public void close() {
         closed = true;
         inner.close();

@@ -22,7 +22,7 @@ public final class TransportKeys {
             "An outstanding operation with no progress from the peer for this long fails with RETRY_EXCEEDED.");
     public static final ConfigKey<Integer> QUEUE_DEPTH = ConfigKey.intKey("queueDepth", 256, 1, 16384,
             "Queue depth of channels this node accepts from peers.");
-    public static final ConfigKey<Duration> IDLE_TIMEOUT = ConfigKey.durationKey("idleTimeout", "10m", "1s", "7d",
+    public static final ConfigKey<Duration> IDLE_TIMEOUT = ConfigKey.durationKey("idleTimeout", "10m", "1s", "24h",
             "A channel this node accepted that moved no byte either way for this long is closed; its peer reconnects"
                     + " when it needs it again (tcp provider: on verbs a server does not see the READs it serves).");
     public static final ConfigKey<Long> POOL_CAPACITY = ConfigKey.byteSizeKey("pool.capacity", "256m", "8m", "1t",

@@ -162,6 +162,9 @@ public final class RdmaDataNodePlugin implements ServicePlugin, Configurable, Rd
         port = 0;
         LOG.error("############ RDMA BLOCK SERVICE FAILED on DataNode {}: {} -- this DataNode serves reads over TCP only from"
                 + " now on; see the RdmaBlockService bean in its /jmx ############", dn.getDisplayName(), error, cause);
+        synchronized (RUNNING) {
+            RUNNING.remove(this);
+        }
         closeQuietly();
     }
 

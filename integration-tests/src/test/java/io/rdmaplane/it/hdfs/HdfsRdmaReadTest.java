@@ -11,6 +11,7 @@ import com.codahale.metrics.MetricRegistry;
 import io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder;
 import io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin;
 import io.rdmaplane.rdma.config.ConfigException;
+import io.rdmaplane.rdma.provider.faulty.FaultyProvider;
 import io.rdmaplane.rdma.testing.Polling;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
@@ -389,6 +390,38 @@ class HdfsRdmaReadTest {
             }
             assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "read over TCP");
         }
+    }
+
+    @Test
+    void aServiceWhoseTransportDiesSaysFailedAndWhyAndReadsGoOverTcp() throws Exception {
+        org.apache.hadoop.conf.Configuration faulty = new org.apache.hadoop.conf.Configuration(hdfs.cluster.getConfiguration(0));
+        faulty.set("dfs.datanode.rdma.provider", FaultyProvider.NAME);
+        String die = FaultyProvider.PREFIX + FaultyProvider.DIE_AFTER_REQUESTS;
+        System.setProperty(die, "1"); // read when the node is made: only this DataNode's node is armed
+        try {
+            hdfs.cluster.startDataNodes(faulty, 1, true, null, null);
+            hdfs.cluster.waitActive();
+        } finally {
+            System.clearProperty(die);
+        }
+        DataNode dying = hdfs.cluster.getDataNodes().get(hdfs.cluster.getDataNodes().size() - 1);
+        javax.management.ObjectName bean = new javax.management.ObjectName(RdmaDataNodePlugin.beanName(dying.getXferPort()));
+        javax.management.MBeanServer jmx = java.lang.management.ManagementFactory.getPlatformMBeanServer();
+        assertEquals("RUNNING", jmx.getAttribute(bean, "State"));
+        byte[] expected = HdfsCluster.bytes(7000, 7000);
+        hdfs.write("/on-dying", expected, 1, dying);
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/on-dying"))) {
+            assertArrayEquals(expected, HdfsCluster.readAll(in, 4096), "the first read is served, or falls back");
+        }
+        Polling.waitUntil(() -> "FAILED".equals(jmx.getAttribute(bean, "State")), Duration.ofSeconds(30),
+                () -> "the bean of a service whose transport died says FAILED");
+        assertTrue(((String) jmx.getAttribute(bean, "Error")).contains("transport"), "and says why");
+        assertEquals(0, jmx.getAttribute(bean, "Port"));
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/on-dying"))) {
+            assertArrayEquals(expected, HdfsCluster.readAll(in, 4096));
+        }
+        assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "read over TCP");
     }
 
     @Test

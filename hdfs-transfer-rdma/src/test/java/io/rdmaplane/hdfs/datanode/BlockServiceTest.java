@@ -393,7 +393,7 @@ class BlockServiceTest {
         enableTokens();
         dataNode.add(17, GS, FakeDataNode.bytes(LENGTH, 17));
         byte[][] hostile = {
-            {(byte) 0x84, 0x7f, (byte) 0xff, (byte) 0xff, (byte) 0xff}, // five bytes: "an identifier of 2^31-1 bytes"
+            {(byte) 0x8c, 0x7f, (byte) 0xff, (byte) 0xff, (byte) 0xff}, // five bytes: "an identifier of 2^31-1 bytes"
             tokenWithIdentifier(out -> out.writeInt(Integer.MAX_VALUE)), // a 2 GiB user id
             tokenWithIdentifier(out -> { // a valid prefix, then 2^31-1 storage types
                 WritableUtils.writeString(out, "reader");

@@ -17,7 +17,6 @@ import io.rdmaplane.spark.serve.MapOutputStore;
 import io.rdmaplane.spark.serve.ShuffleBlockServer;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -115,9 +114,12 @@ final class ExecutorRuntime implements AutoCloseable {
         return policy;
     }
 
-    /** The RDMA addresses of other executors the registry knows (unknown ones absent). */
-    Map<String, InetSocketAddress> lookup(Collection<String> executorIds) {
-        return registry.lookup(executorIds);
+    /**
+     * The RDMA addresses of other executors (id to its BlockManagerId host) that the registry knows
+     * on the host Spark knows them by; others are absent.
+     */
+    Map<String, InetSocketAddress> lookup(Map<String, String> sparkHosts) {
+        return registry.lookup(sparkHosts);
     }
 
     /** Closes in reverse order of opening: server, client, pool, store, then the nodes. */

@@ -50,14 +50,17 @@ import scala.collection.Seq;
  * published for one-sided RDMA READ, and reducers fetch remote blocks over RDMA, falling back to
  * Netty per block.
  *
- * <p>Three fallback levels: the application (disabled, no usable provider, no registry address,
- * or any start-up failure: this JVM behaves exactly as sort shuffle, one WARN line says why),
+ * <p>Three fallback levels: the application (disabled, wire encryption asked for while the shuffle
+ * bytes are plaintext, no usable provider, no registry address, or any start-up failure: this JVM
+ * behaves exactly as sort shuffle, one WARN line says why),
  * the shuffle (more blocks than {@code maxBlocksPerShuffle}: one INFO line), and the block (in
  * the RDMA block client). A bad setting is an error naming the key, never a silent fallback.
  */
 public final class RdmaShuffleManager implements ShuffleManager {
     private static final Logger LOG = LoggerFactory.getLogger(RdmaShuffleManager.class);
     private static final String PREFIX = SparkRdmaConfig.REGISTRY.prefix();
+    static final String NETWORK_CRYPTO = "spark.network.crypto.enabled";
+    static final String IO_ENCRYPTION = "spark.io.encryption.enabled";
 
     private final SparkConf conf;
     private final boolean isDriver;
@@ -85,10 +88,11 @@ public final class RdmaShuffleManager implements ShuffleManager {
         this.settings = SparkRdmaConfig.validated(conf);
         this.sort = new SortShuffleManager(conf);
         this.metrics = new ShuffleMetrics(policyMetrics);
-        String reason = null;
         ExecutorRegistry started = null;
-        if (!settings.get(SparkRdmaConfig.ENABLED)) {
-            reason = PREFIX + "enabled=false; set it to true to use RDMA";
+        String reason = settings.get(SparkRdmaConfig.ENABLED) ? encryptionConflict(conf)
+                : PREFIX + "enabled=false; set it to true to use RDMA";
+        if (reason != null) {
+            // off already: nothing starts
         } else if (isDriver) {
             try {
                 started = startRegistry();
@@ -115,6 +119,25 @@ public final class RdmaShuffleManager implements ShuffleManager {
             starter.setDaemon(true);
             starter.start();
         }
+    }
+
+    /**
+     * Why RDMA must not carry this application's shuffle, or null. The RDMA data plane does not
+     * encrypt: where the operator asked for encrypted traffic it may carry only bytes Spark
+     * encrypted already (IO encryption encrypts shuffle files, so the bytes a READ takes).
+     */
+    private static String encryptionConflict(SparkConf conf) {
+        if (!conf.getBoolean(NETWORK_CRYPTO, false)) {
+            return null;
+        }
+        if (conf.getBoolean(IO_ENCRYPTION, false)) {
+            LOG.info("RDMA shuffle: {}=true and {}=true: RDMA carries the shuffle bytes as Spark wrote them, already"
+                    + " encrypted by its IO encryption (the RDMA data plane itself does not encrypt)", NETWORK_CRYPTO, IO_ENCRYPTION);
+            return null;
+        }
+        return NETWORK_CRYPTO + "=true asks for encrypted shuffle traffic, but with " + IO_ENCRYPTION + "=false the shuffle"
+                + " bytes are plaintext and the RDMA data plane does not encrypt; set " + IO_ENCRYPTION + "=true (RDMA then"
+                + " carries the already-encrypted bytes) to use RDMA, or " + PREFIX + "enabled=false to silence this";
     }
 
     private ExecutorRegistry startRegistry() throws TransportException {
@@ -206,6 +229,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
             blocks.add(sizes.next());
         }
         Map<String, List<ShuffleBlockId>> byExecutor = new LinkedHashMap<>();
+        Map<String, String> hosts = new LinkedHashMap<>(); // Spark's own view of where each executor is
         for (Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>> entry : blocks) {
             String executor = entry._1().executorId();
             if (executor.equals(rt.executorId())) {
@@ -215,15 +239,20 @@ public final class RdmaShuffleManager implements ShuffleManager {
             while (it.hasNext()) {
                 if (it.next()._1() instanceof ShuffleBlockId id) {
                     byExecutor.computeIfAbsent(executor, e -> new ArrayList<>()).add(id);
+                    hosts.put(executor, entry._1().host());
                 }
             }
         }
-        return new RdmaShuffleReader<>(base, blocks, context, readMetrics, () -> newClient(rt, shuffleId, byExecutor));
+        return new RdmaShuffleReader<>(base, blocks, context, readMetrics, () -> newClient(rt, shuffleId, byExecutor, hosts));
     }
 
-    /** The RDMA block client of one reduce task: addresses of the executors it reads from, asked for together. */
-    private BlockStoreClient newClient(ExecutorRuntime rt, int shuffleId, Map<String, List<ShuffleBlockId>> byExecutor) {
-        Map<String, InetSocketAddress> addresses = byExecutor.isEmpty() ? Map.of() : rt.lookup(byExecutor.keySet());
+    /**
+     * The RDMA block client of one reduce task: addresses of the executors it reads from, asked for
+     * together, each used only if it is on the host of the executor's BlockManagerId.
+     */
+    private BlockStoreClient newClient(ExecutorRuntime rt, int shuffleId, Map<String, List<ShuffleBlockId>> byExecutor,
+                                       Map<String, String> hosts) {
+        Map<String, InetSocketAddress> addresses = byExecutor.isEmpty() ? Map.of() : rt.lookup(hosts);
         return new RdmaBlockStoreClient(rt.policy(), rt.pool(), rt.node(), SparkEnv.get().blockManager().blockStoreClient(),
                 addresses::get, shuffleId, byExecutor, metrics);
     }

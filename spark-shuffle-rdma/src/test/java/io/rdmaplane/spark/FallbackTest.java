@@ -40,6 +40,35 @@ class FallbackTest {
     }
 
     @Test
+    void wireEncryptionOverPlaintextShuffleBytesBehavesAsSortShuffleAndSaysWhyOnce() {
+        // The RDMA data plane does not encrypt: it steps aside where encrypted traffic was asked for.
+        SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("crypto")).set("spark.authenticate", "true")
+                .set("spark.network.crypto.enabled", "true");
+        RdmaShuffleManager manager = runAndCompare(conf, "spark.network.crypto.enabled=true");
+        assertTrue(manager.offReason().contains("spark.io.encryption.enabled=false"), manager.offReason());
+        assertNull(manager.providerName(), "no runtime starts");
+        assertEquals("off: " + manager.offReason(), lastReport.get("provider"));
+    }
+
+    @Test
+    void wireEncryptionOverEncryptedShuffleBytesKeepsRdmaOnAndSaysSo() {
+        SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("cryptoIo")).set("spark.authenticate", "true")
+                .set("spark.network.crypto.enabled", "true").set("spark.io.encryption.enabled", "true");
+        Map<String, List<String>> expected = SparkJobs.baseline(); // its own context: before ours opens
+        try (LogCapture log = new LogCapture(RdmaShuffleManager.class);
+             JavaSparkContext sc = new JavaSparkContext(conf)) {
+            RdmaShuffleManager manager = assertInstanceOf(RdmaShuffleManager.class, SparkEnv.get().shuffleManager());
+            assertEquals(expected, SparkJobs.run(sc));
+            assertNull(manager.offReason(), "RDMA stays on: " + manager.offReason());
+            assertEquals(List.of(), log.lines("WARN"));
+            assertEquals(1, log.lines("INFO").stream().filter(l -> l.contains("already encrypted")).count(),
+                    log.lines("INFO").toString());
+        } finally {
+            RdmaShuffleManagerLocalTest.assertNoThreadOfOursLeft();
+        }
+    }
+
+    @Test
     void shuffleOverMaxBlocksUsesTheStandardPathAndIsLoggedOncePerShuffle() {
         SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("maxBlocks")).set("spark.shuffle.rdma.maxBlocksPerShuffle", "1");
         try (LogCapture log = new LogCapture(RdmaShuffleManager.class);

@@ -44,7 +44,7 @@ class FaultHookTest {
                      null, new PolicyMetrics(), new ShuffleMetrics());
              Node clientNode = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
              PolicyClient client = new PolicyClient(clientNode, policy, new PolicyMetrics())) {
-            Map<String, InetSocketAddress> known = healthy.lookup(List.of("6", "7"));
+            Map<String, InetSocketAddress> known = healthy.lookup(Map.of("6", "127.0.0.1", "7", "127.0.0.1"));
             assertEquals(2, known.size(), "both registered: " + known);
             InetSocketAddress victimAddress = known.get("7");
             InetSocketAddress healthyAddress = known.get("6");

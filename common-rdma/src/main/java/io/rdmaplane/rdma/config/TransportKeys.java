@@ -19,7 +19,8 @@ public final class TransportKeys {
     public static final ConfigKey<Long> MAX_MESSAGE_SIZE = ConfigKey.byteSizeKey("maxMessageSize", "64k", "1k", "16m",
             "Largest two-sided control message.");
     public static final ConfigKey<Duration> OPERATION_TIMEOUT = ConfigKey.durationKey("operationTimeout", "2s", "10ms", "10m",
-            "An outstanding operation with no progress from the peer for this long fails with RETRY_EXCEEDED.");
+            "An outstanding operation with no progress from the peer for this long fails with RETRY_EXCEEDED; a peer"
+                    + " that takes none of the bytes waiting for it (READ responses included) for this long loses its channel.");
     public static final ConfigKey<Integer> QUEUE_DEPTH = ConfigKey.intKey("queueDepth", 256, 1, 16384,
             "Queue depth of channels this node accepts from peers.");
     public static final ConfigKey<Duration> IDLE_TIMEOUT = ConfigKey.durationKey("idleTimeout", "10m", "1s", "24h",

@@ -45,6 +45,7 @@ public final class ArrowBlock {
     public static final int MAX_FRAMING_BYTES = 4096;
     private static final int CONTINUATION = 0xFFFFFFFF;
     private static final int MAX_METADATA_ENTRIES = 32;
+    private static final int MAX_METADATA_CHARS = 256;
 
     /** A decoded block: its metadata (identity, length, CRC32C) and views of its payload bytes. */
     public record Block(Map<String, String> metadata, List<ByteBuffer> payload, long payloadLength, int crc32c) {
@@ -281,18 +282,59 @@ public final class ArrowBlock {
         return message;
     }
 
+    /**
+     * The metadata of a block's schema, once it is known to be the one {@link #write} makes: one
+     * field {@value #PAYLOAD_FIELD}, non-nullable Binary, with no children, no dictionary and no
+     * metadata of its own; at most {@value #MAX_METADATA_ENTRIES} schema metadata entries, distinct
+     * keys, the length and CRC32C keys among them. Checked on the flatbuffer itself, and Arrow never
+     * converts it: its conversion recurses into children, so a field that lists itself as its own
+     * child overflowed the stack.
+     */
     private static Map<String, String> readSchema(Message message) throws CorruptBlockException {
         org.apache.arrow.flatbuf.Schema flat = (org.apache.arrow.flatbuf.Schema) message.header(new org.apache.arrow.flatbuf.Schema());
-        if (flat == null || flat.fieldsLength() != 1 || flat.customMetadataLength() > MAX_METADATA_ENTRIES) {
-            throw new CorruptBlockException("a block's schema has exactly one field and few metadata entries");
+        if (flat == null) {
+            throw new CorruptBlockException("a block's schema message has no schema");
         }
-        Schema schema = Schema.convertSchema(flat);
-        Field field = schema.getFields().get(0);
-        if (!field.getName().equals(PAYLOAD_FIELD) || !(field.getType() instanceof ArrowType.Binary) || field.isNullable()
-                || !field.getChildren().isEmpty()) {
-            throw new CorruptBlockException("a block's field is a non-nullable binary '" + PAYLOAD_FIELD + "', not " + field);
+        if (flat.fieldsLength() != 1) {
+            throw new CorruptBlockException("a block's schema has exactly one field, not " + flat.fieldsLength());
         }
-        return schema.getCustomMetadata();
+        org.apache.arrow.flatbuf.Field field = flat.fields(0);
+        String problem = field == null ? "is missing"
+                : !PAYLOAD_FIELD.equals(field.name()) ? "is named '" + field.name() + "'"
+                : field.nullable() ? "is nullable"
+                : field.typeType() != org.apache.arrow.flatbuf.Type.Binary ? "has Arrow type id " + field.typeType()
+                : field.childrenLength() != 0 ? "has " + field.childrenLength() + " children"
+                : field.dictionary() != null ? "is dictionary-encoded"
+                : field.customMetadataLength() != 0 ? "has metadata of its own"
+                : null;
+        if (problem != null) {
+            throw new CorruptBlockException("a block's schema has one non-nullable Binary field '" + PAYLOAD_FIELD
+                    + "' without children, dictionary or metadata; this one's field " + problem);
+        }
+        int entries = flat.customMetadataLength();
+        if (entries > MAX_METADATA_ENTRIES) {
+            throw new CorruptBlockException("a block's schema has at most " + MAX_METADATA_ENTRIES + " metadata entries, not "
+                    + entries);
+        }
+        Map<String, String> metadata = new LinkedHashMap<>();
+        for (int i = 0; i < entries; i++) {
+            org.apache.arrow.flatbuf.KeyValue entry = flat.customMetadata(i);
+            String key = entry == null ? null : entry.key();
+            String value = entry == null ? null : entry.value();
+            if (key == null || value == null || key.length() > MAX_METADATA_CHARS || value.length() > MAX_METADATA_CHARS) {
+                throw new CorruptBlockException("a block's schema metadata entry " + i + " is not a key and a value of at most "
+                        + MAX_METADATA_CHARS + " characters");
+            }
+            if (metadata.put(key, value) != null) {
+                throw new CorruptBlockException("a block's schema metadata has the key '" + key + "' twice");
+            }
+        }
+        for (String key : List.of(LENGTH_KEY, CRC32C_KEY)) {
+            if (!metadata.containsKey(key)) {
+                throw new CorruptBlockException("a block's schema metadata has no " + key);
+            }
+        }
+        return metadata;
     }
 
     /** The rows of one record batch, as one view: its data buffer from the first offset to the last. */

@@ -17,10 +17,10 @@ import java.util.function.LongSupplier;
  * <ul>
  * <li>{@link #take} gives back an idle buffer whose capacity lies in
  *     {@code [bytes, bytes + bytes/16]} and whose quarantine is over, oldest first; null if none.</li>
- * <li>{@link #give} keeps a buffer, reusable once its quarantine is over. A quarantine covers what
- *     may still read the memory after its rkey was revoked (the tcp provider writes READ responses
- *     straight from a region): no reader sees bytes of a later user. Memory never registered can be
- *     given with no quarantine.</li>
+ * <li>{@link #give} keeps a buffer, reusable once its quarantine is over: a margin for anything
+ *     that may still read the memory after its rkey was revoked (the providers themselves send
+ *     nothing of a region once its deregister returned). Memory never registered can be given
+ *     with no quarantine.</li>
  * <li>Idle memory stays within a limit its owner computes ({@code idleLimit}, e.g. what a cap of
  *     registered bytes leaves unused): beyond it the largest idle buffers are dropped to the garbage
  *     collector, which frees them once nothing refers to them.</li>

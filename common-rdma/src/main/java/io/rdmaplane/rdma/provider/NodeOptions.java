@@ -10,7 +10,8 @@ import java.util.Objects;
  * @param bindAddress      where {@link Node#listen} accepts channels (port 0 picks a free one)
  * @param maxMessageSize   largest two-sided message, in bytes, both directions
  * @param operationTimeout an outstanding operation with no progress from the peer for this
- *                         long fails the channel with {@link Status#RETRY_EXCEEDED}
+ *                         long fails the channel with {@link Status#RETRY_EXCEEDED}; so does a peer
+ *                         that takes none of the bytes waiting for it (READ responses on tcp) for this long
  * @param acceptQueueDepth queue depth of channels this node accepts
  * @param idleTimeout      an accepted channel that moved no byte either way for this long is closed
  *                         (tcp; on verbs the one-sided READs a server serves are invisible to it)

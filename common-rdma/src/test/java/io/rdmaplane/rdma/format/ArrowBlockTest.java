@@ -13,6 +13,8 @@ import java.nio.channels.Channels;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Random;
+import io.rdmaplane.rdma.testing.HostileSchema;
+import org.apache.arrow.flatbuf.Type;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.VarBinaryVector;
@@ -154,6 +156,41 @@ class ArrowBlockTest {
             }
         }
         assertTrue(rejected > 500, "most mutations must be caught: " + rejected);
+    }
+
+    /** The schema we write, rebuilt by hand: the baseline every hostile variant below differs from in one thing. */
+    @Test
+    void theOneSchemaWeWriteRebuiltByHandDecodes() throws Exception {
+        byte[] payload = random(2500, 7);
+        byte[] block = HostileSchema.replaceSchema(write(payload, 1000, false), new HostileSchema().message(KEY, payload));
+        assertArrayEquals(payload, concat(ArrowBlock.read(ByteBuffer.wrap(block), true)));
+    }
+
+    /**
+     * A field that lists itself as its child sent Arrow's schema conversion (recursive) into a
+     * StackOverflowError; it and every other schema than the one we write are a CorruptBlockException,
+     * found on the flatbuffer before Arrow converts anything.
+     */
+    @Test
+    void aSelfNestingSchemaAndEveryOtherForeignSchemaAreCorrupt() throws Exception {
+        byte[] payload = random(2500, 8);
+        byte[] block = write(payload, 1000, false);
+        Map<String, HostileSchema> variants = new java.util.LinkedHashMap<>();
+        variants.put("self-nesting", new HostileSchema().selfNesting());
+        variants.put("a child", new HostileSchema().child());
+        variants.put("an extra field", new HostileSchema().extraField());
+        variants.put("nullable", new HostileSchema().nullable());
+        variants.put("of type Utf8", new HostileSchema().type(Type.Utf8));
+        variants.put("another name", new HostileSchema().name("rows"));
+        variants.put("dictionary-encoded", new HostileSchema().dictionary());
+        variants.put("with field metadata", new HostileSchema().fieldMetadata());
+        variants.put("without the length key", new HostileSchema().without(ArrowBlock.LENGTH_KEY));
+        for (Map.Entry<String, HostileSchema> v : variants.entrySet()) {
+            byte[] hostile = HostileSchema.replaceSchema(block, v.getValue().message(KEY, payload));
+            CorruptBlockException e = assertThrows(CorruptBlockException.class, () -> ArrowBlock.read(ByteBuffer.wrap(hostile), true),
+                    "a schema " + v.getKey());
+            assertTrue(e.getMessage().contains("schema"), v.getKey() + ": " + e.getMessage());
+        }
     }
 
     private byte[] write(byte[] payload, int rowBytes, boolean direct) throws Exception {

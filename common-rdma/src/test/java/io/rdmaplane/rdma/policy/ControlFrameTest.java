@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import io.rdmaplane.rdma.codec.MalformedMessageException;
 import io.rdmaplane.rdma.codec.UnsupportedVersionException;
@@ -13,6 +12,7 @@ import io.rdmaplane.rdma.policy.ControlFrame.Type;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.testing.WireFuzz;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -102,23 +102,12 @@ class ControlFrameTest {
         seeds.add(ControlFrame.withReason(Type.ERROR, 1, "no such block").payload());
         int decoded = 0;
         for (int round = 0; round < 10_000; round++) {
-            ByteBuffer seed = seeds.get(random.nextInt(seeds.size()));
-            byte[] bytes = new byte[seed.remaining()];
-            seed.duplicate().get(bytes);
-            switch (round % 3) {
-                case 0 -> bytes = java.util.Arrays.copyOf(bytes, random.nextInt(bytes.length + 1));
-                case 1 -> bytes[random.nextInt(bytes.length)] ^= (byte) (1 + random.nextInt(255));
-                default -> {
-                    bytes = new byte[random.nextInt(64)];
-                    random.nextBytes(bytes);
-                }
-            }
-            ByteBuffer input = ByteBuffer.wrap(bytes);
-            decoded += tryDecode(() -> ControlFrame.decode(input.duplicate()));
-            decoded += tryDecode(() -> Handshake.Hello.decode(input));
-            decoded += tryDecode(() -> Handshake.Challenge.decode(input));
-            decoded += tryDecode(() -> Handshake.Proof.decode(input));
-            decoded += tryDecode(() -> new ControlFrame(Type.ERROR, 0, input).reason());
+            ByteBuffer input = WireFuzz.mutation(random, seeds, round, 64);
+            decoded += WireFuzz.decodes(() -> ControlFrame.decode(input.duplicate()));
+            decoded += WireFuzz.decodes(() -> Handshake.Hello.decode(input));
+            decoded += WireFuzz.decodes(() -> Handshake.Challenge.decode(input));
+            decoded += WireFuzz.decodes(() -> Handshake.Proof.decode(input));
+            decoded += WireFuzz.decodes(() -> new ControlFrame(Type.ERROR, 0, input).reason());
         }
         assertTrue(decoded > 0, "some inputs (whole payloads, untouched tails) still decode");
     }
@@ -153,18 +142,6 @@ class ControlFrameTest {
             assertEquals(7, f.peer().request(ByteBuffer.wrap(new byte[] {7})).get(30, TimeUnit.SECONDS).get(0),
                     "the server goes on serving everyone else");
             assertEquals(0, f.serverMetrics.registry().counter("rdma.control.dropped").getCount(), "refused, not dropped");
-        }
-    }
-
-    private static int tryDecode(Runnable decode) {
-        try {
-            decode.run();
-            return 1;
-        } catch (MalformedMessageException expected) {
-            return 0;
-        } catch (RuntimeException e) {
-            fail("a decoder threw " + e + " instead of MalformedMessageException", e);
-            return 0;
         }
     }
 

@@ -7,6 +7,7 @@ import io.rdmaplane.rdma.config.ConfigException;
 import io.rdmaplane.rdma.policy.PeerConnection;
 import java.net.InetSocketAddress;
 import java.net.URI;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.ReplicaAccessor;
 import org.apache.hadoop.hdfs.ReplicaAccessorBuilder;
@@ -20,7 +21,9 @@ import org.slf4j.LoggerFactory;
  * {@link #build()} returns an RDMA accessor, or null so that HDFS uses its own readers (TCP,
  * short-circuit): when RDMA is off, the transport cannot start here, the block is not found or
  * still being written, no DataNode holding it runs the RDMA service, or one of them recently
- * refused it. A bad {@code dfs.rdma.*} setting is not a reason to read over TCP: it is an error
+ * refused it, or encrypted data transfer is asked for ({@code dfs.encrypt.data.transfer}: the RDMA
+ * data plane does not encrypt, HDFS's TCP path does; {@code dfs.rdma.encryption.allowPlaintext}
+ * overrides it). A bad {@code dfs.rdma.*} setting is not a reason to read over TCP: it is an error
  * naming the key, thrown by the reads of that block.
  *
  * <p>HDFS gives the builder the block but not the DataNode it chose, so the builder asks the
@@ -29,6 +32,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
     private static final Logger LOG = LoggerFactory.getLogger(RdmaReplicaAccessorBuilder.class);
+    static final String ENCRYPT_DATA_TRANSFER = "dfs.encrypt.data.transfer";
+    private static final AtomicBoolean ENCRYPTION_SAID = new AtomicBoolean();
 
     private String fileName;
     private long blockId;
@@ -138,6 +143,22 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
         if (ctx == null) {
             return null;
         }
+        String encryption = encryptionAskedFor(ctx, nameNode);
+        if (encryption != null) {
+            boolean allowed = c.get(HdfsRdmaConfig.CLIENT_ALLOW_PLAINTEXT);
+            if (ENCRYPTION_SAID.compareAndSet(false, true)) {
+                String key = HdfsRdmaConfig.CLIENT.fullName(HdfsRdmaConfig.CLIENT_ALLOW_PLAINTEXT);
+                if (allowed) {
+                    LOG.warn("HDFS RDMA client: {}, but {}=true: block data is read over RDMA, unencrypted", encryption, key);
+                } else {
+                    LOG.warn("HDFS RDMA client: {}, and the RDMA data plane does not encrypt: blocks are read over HDFS's"
+                            + " encrypted TCP path ({}=true would read them over RDMA, unencrypted)", encryption, key);
+                }
+            }
+            if (!allowed) {
+                return null;
+            }
+        }
         RdmaClientContext.LocatedBlockInFile located = ctx.locate(nameNode, conf, fileName, poolId, blockId, generationStamp);
         if (located == null || located.underConstruction()) {
             return null; // another namespace's file, a block that moved on, or one being written: HDFS knows best
@@ -159,6 +180,18 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
             }
             return new RdmaReplicaAccessor(ctx, peer, dn, located.block(), nameNode, conf, fileName, token, verifyChecksum,
                     visibleLength, Math.toIntExact(c.get(HdfsRdmaConfig.CLIENT_READAHEAD)), negative);
+        }
+        return null;
+    }
+
+    /** Where encrypted data transfer is asked for (this client's configuration, else the NameNode's), or null. */
+    private String encryptionAskedFor(RdmaClientContext ctx, URI nameNode) throws Exception {
+        if (conf.getBoolean(ENCRYPT_DATA_TRANSFER, false)) {
+            return ENCRYPT_DATA_TRANSFER + "=true in this client's configuration";
+        }
+        // What HDFS's own client follows: the NameNode's server defaults (cached by the DFSClient).
+        if (ctx.plainClient(nameNode, conf).getServerDefaults().getEncryptDataTransfer()) {
+            return "the NameNode at " + nameNode + " requires encrypted data transfer (" + ENCRYPT_DATA_TRANSFER + "=true)";
         }
         return null;
     }

@@ -33,6 +33,11 @@ final class HdfsCluster implements AutoCloseable {
     private final Path base;
 
     HdfsCluster(int withPlugin, int without, boolean tokens) throws IOException {
+        this(withPlugin, without, tokens, java.util.Map.of());
+    }
+
+    /** As above, with {@code settings} added to the configuration of every node and both clients. */
+    HdfsCluster(int withPlugin, int without, boolean tokens, java.util.Map<String, String> settings) throws IOException {
         base = Files.createTempDirectory("minidfs");
         Configuration conf = new Configuration();
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
@@ -43,6 +48,7 @@ final class HdfsCluster implements AutoCloseable {
         conf.setInt("dfs.datanode.max.transfer.threads", 64);
         conf.set("dfs.datanode.plugins", RdmaDataNodePlugin.class.getName());
         conf.set("dfs.datanode.rdma.idleRelease", "2s");
+        settings.forEach(conf::set);
         cluster = new MiniDFSCluster.Builder(conf).numDataNodes(withPlugin).build();
         if (without > 0) {
             Configuration plain = new Configuration(conf);

@@ -465,6 +465,28 @@ class HdfsRdmaReadTest {
     }
 
     @Test
+    void encryptedTransferInTheClientsConfigurationIsReadOverTcpUnlessTheOperatorOptsIn() throws IOException {
+        int size = HdfsCluster.BLOCK + 1;
+        Configuration encrypted = new Configuration(hdfs.rdmaConf);
+        encrypted.setBoolean("dfs.encrypt.data.transfer", true);
+        long declined = counter("hdfs.client.declined");
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        try (FileSystem fs = FileSystem.newInstance(hdfs.cluster.getURI(), encrypted);
+             FSDataInputStream in = fs.open(new Path("/f" + size))) {
+            assertArrayEquals(HdfsCluster.bytes(size, size), HdfsCluster.readAll(in, 65536));
+        }
+        assertTrue(counter("hdfs.client.declined") > declined, "the accessor declined: HDFS read over TCP");
+        assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "no byte through RDMA");
+
+        encrypted.setBoolean("dfs.rdma.encryption.allowPlaintext", true);
+        try (FileSystem fs = FileSystem.newInstance(hdfs.cluster.getURI(), encrypted);
+             FSDataInputStream in = fs.open(new Path("/f" + size))) {
+            assertArrayEquals(HdfsCluster.bytes(size, size), HdfsCluster.readAll(in, 65536));
+        }
+        assertEquals(size, counter("hdfs.client.rdma.bytes") - rdmaBytes, "opted in: every byte through RDMA");
+    }
+
+    @Test
     void unknownBlockIsDeclined() {
         assertNull(new RdmaReplicaAccessorBuilder().setFileName("/f1").setBlock(123456789L, "BP-none")
                 .setGenerationStamp(1).setVisibleLength(10).setConfiguration(hdfs.rdmaConf).build());

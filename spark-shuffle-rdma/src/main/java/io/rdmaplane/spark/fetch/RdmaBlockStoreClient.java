@@ -60,8 +60,9 @@ import org.slf4j.LoggerFactory;
  * the block asked for, and handed to the listener as a {@link ManagedBuffer} over the payload.
  *
  * <p>Any per-block failure (no address for the executor, LOCATE failed, block not served, no
- * registered buffer, READ failed after the policy's retries or its checksum, decode or identity
- * mismatch, a block id that is not of this shuffle, or Spark asking for a download to disk)
+ * registered buffer, READ failed after the policy's retries or its checksum, a decode that throws
+ * anything or an identity mismatch, a block id that is not of this shuffle, or Spark asking for a
+ * download to disk)
  * sends that block to Spark's own client with the same listener: the failed blocks of one
  * {@code fetchBlocks} call go in one fallback call, after all of its blocks are settled. Each
  * block reaches the listener exactly once, through us or through the fallback.
@@ -80,6 +81,7 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
     private final Node node;
     private final BlockStoreClient fallback;
     private final Function<String, InetSocketAddress> addresses;
+    private final BlockDecoder decoder;
     private final int shuffleId;
     private final Map<String, List<ShuffleBlockId>> blocksByExecutor;
     private final ShuffleMetrics metrics;
@@ -87,6 +89,12 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
     private final Set<String> reported = ConcurrentHashMap.newKeySet();
     private final ThreadPoolExecutor worker;
     private volatile boolean closed;
+
+    /** Decodes a landed segment in place (the Arrow block reader; a test substitutes its own). */
+    @FunctionalInterface
+    interface BlockDecoder {
+        ArrowBlock.Block decode(ByteBuffer segment) throws CorruptBlockException;
+    }
 
     /** What one executor's LOCATE said: where each asked-for block is (a null value: not served). */
     private record Located(PeerConnection peer, Map<BlockRef, RemoteBlock[]> blocks) {
@@ -103,6 +111,13 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
     public RdmaBlockStoreClient(PolicyClient policy, RegisteredMemoryPool pool, Node node, BlockStoreClient fallback,
             Function<String, InetSocketAddress> addresses, int shuffleId,
             Map<String, List<ShuffleBlockId>> blocksByExecutor, ShuffleMetrics metrics) {
+        this(policy, pool, node, fallback, addresses, shuffleId, blocksByExecutor, metrics, segment -> ArrowBlock.read(segment, false));
+    }
+
+    RdmaBlockStoreClient(PolicyClient policy, RegisteredMemoryPool pool, Node node, BlockStoreClient fallback,
+            Function<String, InetSocketAddress> addresses, int shuffleId,
+            Map<String, List<ShuffleBlockId>> blocksByExecutor, ShuffleMetrics metrics, BlockDecoder decoder) {
+        this.decoder = Objects.requireNonNull(decoder, "decoder");
         this.policy = Objects.requireNonNull(policy, "policy");
         this.pool = Objects.requireNonNull(pool, "pool");
         this.node = Objects.requireNonNull(node, "node");
@@ -207,6 +222,7 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
 
     /** On the worker: READs every block of the call that the LOCATE says is served. */
     private void readAll(Call call, BlockRef[] refs, Located located, Throwable error) {
+        VirtualMachineError fatal = null;
         try {
             for (int i = 0; i < refs.length; i++) {
                 if (refs[i] == null) {
@@ -220,11 +236,17 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
                     call.fail(i, "block " + call.blockIds[i] + " is not served over RDMA (not published there, e.g. over"
                             + " its map-output cap)", false);
                 } else {
-                    read(call, i, refs[i], located.blocks.get(refs[i]), located.peer);
+                    int index = i;
+                    VirtualMachineError thrown = guarded(call, i,
+                            () -> read(call, index, refs[index], located.blocks.get(refs[index]), located.peer));
+                    fatal = fatal == null ? thrown : fatal;
                 }
             }
         } finally {
             call.armed();
+        }
+        if (fatal != null) {
+            throw fatal;
         }
     }
 
@@ -267,41 +289,81 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
         int blockLength = length;
         CompletableFuture.allOf(java.util.Arrays.stream(reads).map(f -> f.exceptionally(x -> null))
                 .toArray(CompletableFuture[]::new)).whenComplete((v, ignored) -> {
-                    Throwable error = null;
-                    for (CompletableFuture<?> read : reads) {
-                        if (read.isCompletedExceptionally()) {
-                            error = read.handle((r, x) -> x).join();
-                            break;
-                        }
-                    }
-                    if (error != null) {
-                        landing.free();
-                        call.fail(index, "READ of " + call.blockIds[index] + " failed: " + describe(error), true);
-                    } else {
-                        deliver(call, index, ref, blockLength, landing);
+                    VirtualMachineError fatal = guarded(call, index, () -> landed(call, index, ref, blockLength, landing, reads));
+                    if (fatal != null) {
+                        throw fatal;
                     }
                 });
     }
 
+    /** On the completion of a block's last READ: delivers it, or fails it if a READ failed. */
+    private void landed(Call call, int index, BlockRef ref, int blockLength, Landing landing, CompletableFuture<?>[] reads) {
+        Throwable error = null;
+        for (CompletableFuture<?> read : reads) {
+            if (read.isCompletedExceptionally()) {
+                error = read.handle((r, x) -> x).join();
+                break;
+            }
+        }
+        if (error != null) {
+            landing.free();
+            call.fail(index, "READ of " + call.blockIds[index] + " failed: " + describe(error), true);
+        } else {
+            deliver(call, index, ref, blockLength, landing);
+        }
+    }
+
     /** Decodes the landed segment in place, checks it is the block asked for, and hands it to the listener. */
     private void deliver(Call call, int index, BlockRef ref, int length, Landing landing) {
-        ArrowBlock.Block decoded;
+        RdmaManagedBuffer buffer;
+        long payloadLength;
         try {
-            decoded = ArrowBlock.read(landing.view(length), false);
+            ArrowBlock.Block decoded = decoder.decode(landing.view(length));
             String mismatch = identityMismatch(decoded.metadata(), ref);
             if (mismatch != null) {
                 throw new CorruptBlockException(mismatch);
             }
-        } catch (CorruptBlockException | RuntimeException e) {
+            payloadLength = decoded.payloadLength();
+            buffer = new RdmaManagedBuffer(decoded.payload(), payloadLength, landing::free, call.blockIds[index]);
+        } catch (Throwable e) { // anything: a hostile segment must not leave its block unsettled
             landing.free();
             call.fail(index, "block " + call.blockIds[index] + " did not decode: " + describe(e), true);
+            if (isFatal(e)) {
+                throw (VirtualMachineError) e;
+            }
             return;
         }
-        RdmaManagedBuffer buffer = new RdmaManagedBuffer(decoded.payload(), decoded.payloadLength(), landing::free,
-                call.blockIds[index]);
         metrics.fetchRdmaBlocks().inc();
-        metrics.fetchRdmaBytes().inc(decoded.payloadLength());
+        metrics.fetchRdmaBytes().inc(payloadLength);
         call.succeed(index, buffer);
+    }
+
+    /**
+     * Runs one step of block {@code index}; whatever it throws, the block settles (it falls back).
+     * Returns a fatal error it threw, for the caller to rethrow once nothing else waits on it.
+     */
+    private VirtualMachineError guarded(Call call, int index, Runnable step) {
+        try {
+            step.run();
+            return null;
+        } catch (Throwable e) {
+            call.fail(index, "block " + call.blockIds[index] + " failed: " + describe(e), true);
+            if (!isFatal(e)) {
+                return null;
+            }
+            LOG.error("RDMA shuffle: {} while fetching block {} (it falls back); rethrown", e, call.blockIds[index]);
+            return (VirtualMachineError) e;
+        }
+    }
+
+    /**
+     * A StackOverflowError, like any other Throwable, is one block's failure (hostile or broken
+     * bytes; the stack has unwound): it falls back and ends there. The other VirtualMachineErrors
+     * (OutOfMemoryError, InternalError, UnknownError) say the JVM itself is in trouble: the block
+     * still falls back, and the error is rethrown rather than hidden.
+     */
+    private static boolean isFatal(Throwable e) {
+        return e instanceof VirtualMachineError && !(e instanceof StackOverflowError);
     }
 
     private String identityMismatch(Map<String, String> metadata, BlockRef ref) {

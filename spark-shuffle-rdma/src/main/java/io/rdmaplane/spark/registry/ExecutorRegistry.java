@@ -9,6 +9,7 @@ import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import java.net.InetSocketAddress;
+import java.net.SocketAddress;
 import java.nio.ByteBuffer;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -18,13 +19,18 @@ import org.slf4j.LoggerFactory;
 /**
  * The driver's registry of executors' RDMA addresses: a {@link PolicyServer} on a node of its own
  * ({@code registry.provider}, tcp by default: control requests only, whatever provider the executors
- * use for data) answering REGISTER and LOOKUP. An executor id is never reused by Spark, so an entry is never replaced by another
- * executor; a re-REGISTER of the same id (a restarted data node) updates it.
+ * use for data) answering REGISTER and LOOKUP. With a secret, only authenticated peers get a request
+ * answered at all (the policy server's handshake comes first).
+ *
+ * <p>An executor id is bound to the host its first REGISTER came from: Spark never reuses an id, so
+ * a REGISTER of the same id from another host is someone else's, and is refused (REFUSED, with the
+ * reason) and logged; one from the same host (a restarted data node) updates the address. Readers
+ * also check a LOOKUP answer against Spark's own view of the executor ({@link RegistryClient}).
  */
 public final class ExecutorRegistry implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ExecutorRegistry.class);
 
-    private final Map<String, InetSocketAddress> executors = new ConcurrentHashMap<>();
+    private final Map<String, Entry> executors = new ConcurrentHashMap<>();
     private final Node node;
     private final PolicyServer server;
 
@@ -39,7 +45,7 @@ public final class ExecutorRegistry implements AutoCloseable {
                             PolicyMetrics metrics) throws TransportException {
         node = provider.createNode(options);
         try {
-            server = new PolicyServer(node, policy, limits, metrics, (peer, request) -> handle(request)).start();
+            server = new PolicyServer(node, policy, limits, metrics, this::handle).start();
             server.markReady();
         } catch (TransportException | RuntimeException e) {
             node.close();
@@ -47,19 +53,44 @@ public final class ExecutorRegistry implements AutoCloseable {
         }
     }
 
-    ByteBuffer handle(ByteBuffer message) {
+    /** Where an executor serves, and the host its REGISTER came from: the only one that may change it. */
+    private record Entry(String registrant, InetSocketAddress address) {
+    }
+
+    ByteBuffer handle(PolicyServer.PeerIdentity peer, ByteBuffer message) {
         RegistryProtocol.Request request = RegistryProtocol.decodeRequest(message);
         if (request.type() == RegistryProtocol.Type.REGISTER) {
-            InetSocketAddress previous = executors.put(request.executorId(), request.address());
-            if (previous == null || !previous.equals(request.address())) {
-                LOG.info("RDMA shuffle registry: executor {} serves shuffle blocks at {}:{}", request.executorId(),
-                        request.host(), request.port());
-            }
-            return RegistryProtocol.registered();
+            return register(request, host(peer.address()));
         }
-        InetSocketAddress known = executors.get(request.executorId());
+        Entry known = executors.get(request.executorId());
         return known == null ? RegistryProtocol.lookupAnswer(null, 0)
-                : RegistryProtocol.lookupAnswer(known.getHostString(), known.getPort());
+                : RegistryProtocol.lookupAnswer(known.address().getHostString(), known.address().getPort());
+    }
+
+    private ByteBuffer register(RegistryProtocol.Request request, String from) {
+        String id = request.executorId();
+        Entry offered = new Entry(from, request.address());
+        Entry previous = executors.get(id); // for the log line only
+        Entry kept = executors.compute(id, (key, old) -> old == null || old.registrant().equals(from) ? offered : old);
+        if (kept != offered) {
+            LOG.warn("RDMA shuffle registry: refused a REGISTER of executor {} at {}:{} from {}: that executor registered"
+                    + " from {} first (at {}:{}), and an executor id is bound to its first registrant's host", id, request.host(),
+                    request.port(), from, kept.registrant(), kept.address().getHostString(), kept.address().getPort());
+            return RegistryProtocol.refused("executor " + id + " is registered from another host (" + kept.registrant()
+                    + "); a REGISTER of it from " + from + " is refused");
+        }
+        if (previous == null || !previous.address().equals(offered.address())) {
+            LOG.info("RDMA shuffle registry: executor {} serves shuffle blocks at {}:{}", id, request.host(), request.port());
+        }
+        return RegistryProtocol.registered();
+    }
+
+    /** The host a request came from (its IP address when known). */
+    private static String host(SocketAddress address) {
+        if (address instanceof InetSocketAddress inet && inet.getAddress() != null) {
+            return inet.getAddress().getHostAddress();
+        }
+        return String.valueOf(address);
     }
 
     /** Where executors reach the registry. */
@@ -67,9 +98,11 @@ public final class ExecutorRegistry implements AutoCloseable {
         return node.localAddress();
     }
 
-    /** Executors registered so far (id to address), for tests and tools. */
+    /** Executors registered so far (id to address, unresolved), for tests and tools. */
     public Map<String, InetSocketAddress> executors() {
-        return Map.copyOf(executors);
+        Map<String, InetSocketAddress> out = new java.util.HashMap<>();
+        executors.forEach((id, entry) -> out.put(id, entry.address()));
+        return Map.copyOf(out);
     }
 
     @Override

@@ -7,7 +7,9 @@ import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.Collection;
@@ -23,7 +25,9 @@ import org.slf4j.LoggerFactory;
  * An executor's side of the registry: REGISTERs its own RDMA address and LOOKs UP other
  * executors', with a cache. A found address is kept for the life of the JVM (executor ids are
  * never reused); a miss is remembered only for {@link #MISS_TTL_NANOS}, so an executor that
- * registers late is found soon after.
+ * registers late is found soon after. A found address is used only when it is on the host Spark
+ * itself knows the executor by (its {@code BlockManagerId}): the registry answers whoever
+ * registered first, while Spark's view comes from its own scheduler (the map output tracker).
  */
 public final class RegistryClient implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RegistryClient.class);
@@ -35,6 +39,11 @@ public final class RegistryClient implements AutoCloseable {
     private final Duration wait;
     private final Map<String, InetSocketAddress> found = new ConcurrentHashMap<>();
     private final Map<String, Long> missedAt = new ConcurrentHashMap<>();
+    /** Whether a found address is on the host Spark names, per (executor, Spark's host): decided once, logged once. */
+    private final Map<Claim, Boolean> agrees = new ConcurrentHashMap<>();
+
+    private record Claim(String executorId, String sparkHost) {
+    }
 
     /**
      * @param provider    the registry's provider ({@code registry.provider})
@@ -50,7 +59,11 @@ public final class RegistryClient implements AutoCloseable {
                 .plusSeconds(1);
     }
 
-    /** Registers {@code executorId} at {@code address}; waits for the answer. */
+    /**
+     * Registers {@code executorId} at {@code address}; waits for the answer.
+     *
+     * @throws RegistrationRefusedException when the id is bound to another host's registration
+     */
     public void register(String executorId, InetSocketAddress address) throws Exception {
         String host = address.getAddress() != null ? address.getAddress().getHostAddress() : address.getHostString();
         RegistryProtocol.decodeRegistered(client.peer(registry).request(RegistryProtocol.register(executorId, host,
@@ -58,10 +71,46 @@ public final class RegistryClient implements AutoCloseable {
     }
 
     /**
-     * The addresses of {@code executorIds} (those unknown are absent): cached ones at once, the
-     * others asked for in parallel, waiting at most for one request's worth of retries.
+     * The addresses of the executors in {@code sparkHosts} (executor id to the host of its
+     * {@code BlockManagerId}) that the registry knows and that are on that host; the others are
+     * absent, so their blocks go over Netty. An answer on another host is logged once.
      */
-    public Map<String, InetSocketAddress> lookup(Collection<String> executorIds) {
+    public Map<String, InetSocketAddress> lookup(Map<String, String> sparkHosts) {
+        Map<String, InetSocketAddress> out = new HashMap<>();
+        lookup(sparkHosts.keySet()).forEach((id, address) -> {
+            String sparkHost = sparkHosts.get(id);
+            if (agrees.computeIfAbsent(new Claim(id, sparkHost), claim -> onHost(claim, address))) {
+                out.put(id, address);
+            }
+        });
+        return out;
+    }
+
+    private static boolean onHost(Claim claim, InetSocketAddress address) {
+        if (claim.sparkHost() != null) {
+            if (claim.sparkHost().equalsIgnoreCase(address.getHostString())) {
+                return true;
+            }
+            try {
+                for (InetAddress spark : InetAddress.getAllByName(claim.sparkHost())) {
+                    if (spark.equals(address.getAddress())) { // the registered address, resolved when it was found
+                        return true;
+                    }
+                }
+            } catch (UnknownHostException e) {
+                // no agreement can be shown: not used
+            }
+        }
+        LOG.warn("RDMA shuffle: the registry says executor {} serves at {}, but Spark knows that executor on host {}: the"
+                + " address is not used, its blocks go over Netty", claim.executorId(), address, claim.sparkHost());
+        return false;
+    }
+
+    /**
+     * The registered addresses of {@code executorIds} (those unknown are absent), unchecked: cached
+     * ones at once, the others asked for in parallel, waiting at most for one request's worth of retries.
+     */
+    Map<String, InetSocketAddress> lookup(Collection<String> executorIds) {
         Map<String, InetSocketAddress> out = new HashMap<>();
         Map<String, CompletableFuture<ByteBuffer>> asked = new HashMap<>();
         long now = System.nanoTime();

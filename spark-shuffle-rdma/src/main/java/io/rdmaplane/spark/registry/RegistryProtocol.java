@@ -10,23 +10,28 @@ import java.nio.ByteBuffer;
 /**
  * The registry's control messages, in the shared codec ({@code version:u8 type:u8} then the
  * fields, big-endian; the policy layer CRC-checks every frame): REGISTER {@code string executorId,
- * string host, int port}, answered by REGISTERED (no fields); LOOKUP {@code string executorId},
+ * string host, int port}, answered by REGISTERED (no fields) or REFUSED {@code string reason} (the
+ * id is bound to another registrant); LOOKUP {@code string executorId},
  * answered by LOOKUP_ANSWER {@code bool found}, then if found {@code string host, int port}.
- * A string is a u16 byte count and that many bytes of UTF-8, at most {@value #MAX_STRING_BYTES}.
+ * A string is a u16 byte count and that many bytes of UTF-8, at most {@value #MAX_STRING_BYTES}
+ * ({@value #MAX_REASON_BYTES} for a reason).
  * Decoders check every length against its bound and the bytes left and throw
  * {@link MalformedMessageException} naming the field.
  */
 public final class RegistryProtocol {
-    /** 2: the first on the shared codec. */
-    public static final int VERSION = 2;
+    /** 2: the first on the shared codec; 3: REFUSED. */
+    public static final int VERSION = 3;
     /** The longest executor id or host name a message carries. */
     public static final int MAX_STRING_BYTES = 1024;
+    /** The longest reason a REFUSED carries. */
+    public static final int MAX_REASON_BYTES = 4096;
 
     public enum Type {
         REGISTER(0x20),
         REGISTERED(0x21),
         LOOKUP(0x22),
-        LOOKUP_ANSWER(0x23);
+        LOOKUP_ANSWER(0x23),
+        REFUSED(0x24);
 
         private final int wireId;
 
@@ -78,9 +83,31 @@ public final class RegistryProtocol {
         return PROTOCOL.write(Type.REGISTERED).finish();
     }
 
-    /** Checks that {@code in} is the answer to a REGISTER. */
-    public static void decodeRegistered(ByteBuffer in) {
-        PROTOCOL.read(in, Type.REGISTERED).end();
+    /** The answer to a REGISTER that the registry does not accept, saying why (cut to {@value #MAX_REASON_BYTES} bytes). */
+    public static ByteBuffer refused(String reason) {
+        byte[] utf8 = reason.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        String bounded = utf8.length <= MAX_REASON_BYTES ? reason
+                : new String(utf8, 0, MAX_REASON_BYTES - 3, java.nio.charset.StandardCharsets.UTF_8).replace("\uFFFD", "") + "...";
+        return PROTOCOL.write(Type.REFUSED).string("reason", bounded, MAX_REASON_BYTES).finish();
+    }
+
+    /**
+     * Checks that {@code in} is the answer to a REGISTER that was accepted.
+     *
+     * @throws RegistrationRefusedException when the registry refused it, with its reason
+     * @throws MalformedMessageException    naming the field that is malformed
+     */
+    public static void decodeRegistered(ByteBuffer in) throws RegistrationRefusedException {
+        MessageReader<Type> r = PROTOCOL.read(in);
+        switch (r.type()) {
+            case REGISTERED -> r.end();
+            case REFUSED -> {
+                String reason = r.string("reason", MAX_REASON_BYTES);
+                r.end();
+                throw new RegistrationRefusedException(reason);
+            }
+            default -> throw r.malformed("type", "expected a registry REGISTERED or REFUSED message, was " + r.type());
+        }
     }
 
     /** The answer to a LOOKUP: null for not found. */

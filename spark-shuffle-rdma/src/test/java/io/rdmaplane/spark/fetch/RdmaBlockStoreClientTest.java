@@ -7,19 +7,29 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.rdmaplane.rdma.format.ArrowBlock;
 import io.rdmaplane.rdma.memory.PoolOptions;
 import io.rdmaplane.rdma.memory.RegisteredBuffer;
 import io.rdmaplane.rdma.memory.RegisteredMemoryPool;
 import io.rdmaplane.rdma.policy.PeerUnavailableException;
 import io.rdmaplane.rdma.policy.PolicyClient;
+import io.rdmaplane.rdma.policy.PolicyMetrics;
+import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.policy.RemoteBlock;
+import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.rdma.provider.faulty.FaultyNode;
+import io.rdmaplane.rdma.testing.HostileSchema;
 import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.spark.ShuffleFixture;
 import io.rdmaplane.spark.ShuffleFixture.Executor;
 import io.rdmaplane.spark.ShuffleMetrics;
+import io.rdmaplane.spark.registry.ExecutorRegistry;
+import io.rdmaplane.spark.registry.RegistryClient;
 import io.rdmaplane.spark.serve.LocateProtocol;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import java.net.InetSocketAddress;
@@ -32,6 +42,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
@@ -444,6 +455,117 @@ class RdmaBlockStoreClientTest {
             assertEquals(1, metrics.fetchRdmaBlocks().getCount());
             awaitPoolIdle();
         }
+    }
+
+    /**
+     * Without a secret anyone may REGISTER first: here an attacker registered exec-b's id at its own
+     * data server. The reducer uses a LOOKUP answer only on the host Spark knows the executor by
+     * (its BlockManagerId), so exec-b's blocks come via Spark's transfer and the attacker is never asked.
+     */
+    @Test
+    void testALookupAnswerThatDisagreesWithSparksHostIsNotUsedAndThatExecutorFallsBack() throws Exception {
+        PolicyOptions options = ShuffleFixture.fastOptions();
+        try (Executor attacker = new Executor("attacker", 8L << 20);
+             ExecutorRegistry registry = new ExecutorRegistry(TcpProvider.INSTANCE, NodeOptions.loopback(), options, new PolicyMetrics());
+             RegistryClient registrant = new RegistryClient(TcpProvider.INSTANCE, NodeOptions.loopback(), options, new PolicyMetrics(),
+                     registry.address());
+             RegistryClient reducer = new RegistryClient(TcpProvider.INSTANCE, NodeOptions.loopback(), options, new PolicyMetrics(),
+                     registry.address())) {
+            registrant.register(a.id, a.server.address());
+            registrant.register(b.id, attacker.server.address()); // the attacker came first
+            // Spark's view: exec-a on this host, exec-b on another one.
+            Map<String, InetSocketAddress> addresses = reducer.lookup(Map.of(a.id, "127.0.0.1", b.id, "192.0.2.7"));
+            RecordingListener listener = new RecordingListener(false);
+            try (RdmaBlockStoreClient client = client(addresses::get)) {
+                fetch(client, a, ids(a), listener);
+                fetch(client, b, ids(b), listener);
+                listener.awaitSettled(ids(a).size() + ids(b).size());
+            }
+            List<String> all = new ArrayList<>(ids(a));
+            all.addAll(ids(b));
+            assertReceivedExactly(listener, all);
+            assertEquals(0, attacker.locatesAnswered.get(), "the attacker's server was never asked");
+            assertEquals(ids(b), fallback.blocks(), "exactly exec-b's blocks came via Spark's transfer");
+            assertEquals(ids(a).size(), metrics.fetchRdmaBlocks().getCount(), "exec-a's came over RDMA");
+            awaitPoolIdle();
+        }
+    }
+
+    /**
+     * A hostile peer serves a block whose Arrow schema nests itself: it was a StackOverflowError in the
+     * decoder that nobody caught, and the task waited forever. It is a corrupt block now: it falls back.
+     */
+    @Test
+    void testASelfNestingSchemaFromAHostilePeerFallsBack() throws Exception {
+        String hostile = new ShuffleBlockId(SHUFFLE, 99, 1).name();
+        byte[] payload = ShuffleFixture.blockBytes(SHUFFLE, 99, 1, 3000);
+        expected.put(hostile, payload);
+        Map<String, String> identity = Map.of(MapOutputStore.SHUFFLE_ID_KEY, Integer.toString(SHUFFLE), MapOutputStore.MAP_ID_KEY,
+                "99", MapOutputStore.PARTITION_ID_KEY, "1");
+        java.io.ByteArrayOutputStream written = new java.io.ByteArrayOutputStream();
+        try (org.apache.arrow.memory.BufferAllocator allocator = new org.apache.arrow.memory.RootAllocator()) {
+            ArrowBlock.write(identity, ByteBuffer.wrap(payload), java.nio.channels.Channels.newChannel(written), allocator);
+        }
+        byte[] block = HostileSchema.replaceSchema(written.toByteArray(), new HostileSchema().selfNesting().message(identity, payload));
+        try (Node node = ShuffleFixture.node()) {
+            MemoryRegion region = node.register(ByteBuffer.allocateDirect(block.length).put(block).flip(), Set.of(Access.REMOTE_READ));
+            java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+            crc.update(block);
+            RemoteBlock served = new RemoteBlock(region.address(), region.rkey(), block.length, (int) crc.getValue());
+            PolicyServer attacker = new PolicyServer(node, ShuffleFixture.fastOptions(), metrics.policy(), (peer, request) -> {
+                LocateProtocol.Request asked = LocateProtocol.decodeRequest(request);
+                RemoteBlock[][] answer = new RemoteBlock[asked.blocks().size()][];
+                java.util.Arrays.fill(answer, new RemoteBlock[] {served});
+                return LocateProtocol.encodeResponse(answer);
+            }).start();
+            attacker.markReady();
+            blocksByExecutor.put("attacker", List.of(new ShuffleBlockId(SHUFFLE, 99, 1)));
+            RecordingListener listener = new RecordingListener(false);
+            try (RdmaBlockStoreClient client = client(e -> node.localAddress())) {
+                client.fetchBlocks("h", 1, "attacker", new String[] {hostile}, listener, null);
+                listener.awaitSettled(1);
+            }
+            attacker.close();
+            assertReceivedExactly(listener, List.of(hostile));
+            assertEquals(List.of(hostile), fallback.blocks(), "the hostile block came through Spark's transfer");
+            assertEquals(0, metrics.fetchRdmaBlocks().getCount());
+            awaitPoolIdle();
+        }
+    }
+
+    /**
+     * A decode that throws an Error still settles its block, as a fallback: a StackOverflowError and
+     * a LinkageError fall back; so does an OutOfMemoryError, which is rethrown after its block settled.
+     */
+    @Test
+    void testABlockWhoseDecodeThrowsAnErrorFallsBackAndTheFetchCompletes() throws Exception {
+        Map<Long, Throwable> failures = Map.of(20L, new StackOverflowError("nested too deep"), 21L,
+                new OutOfMemoryError("decoding"), 10L, new NoClassDefFoundError("org/apache/arrow/flatbuf/Message"));
+        RdmaBlockStoreClient.BlockDecoder failing = segment -> {
+            ArrowBlock.Block block = ArrowBlock.read(segment, false);
+            long map = Long.parseLong(block.metadata().get(MapOutputStore.MAP_ID_KEY));
+            Throwable failure = "1".equals(block.metadata().get(MapOutputStore.PARTITION_ID_KEY)) ? failures.get(map) : null;
+            if (failure instanceof Error error) {
+                throw error;
+            }
+            return block;
+        };
+        List<String> all = new ArrayList<>(ids(a));
+        all.addAll(ids(b));
+        List<String> broken = List.of(new ShuffleBlockId(SHUFFLE, 10, 1).name(), new ShuffleBlockId(SHUFFLE, 20, 1).name(),
+                new ShuffleBlockId(SHUFFLE, 21, 1).name());
+        RecordingListener listener = new RecordingListener(false);
+        try (RdmaBlockStoreClient client = new RdmaBlockStoreClient(policy, pool, readerNode, fallback, both(), SHUFFLE,
+                blocksByExecutor, metrics, failing)) {
+            fetch(client, a, ids(a), listener);
+            fetch(client, b, ids(b), listener);
+            listener.awaitSettled(all.size());
+        }
+        assertReceivedExactly(listener, all);
+        assertEquals(new java.util.TreeSet<>(broken), new java.util.TreeSet<>(fallback.blocks()),
+                "exactly the blocks whose decode threw fell back");
+        assertEquals(all.size() - broken.size(), metrics.fetchRdmaBlocks().getCount());
+        awaitPoolIdle();
     }
 
     @Test

@@ -4,11 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import io.rdmaplane.rdma.codec.MalformedMessageException;
 import io.rdmaplane.rdma.codec.Protocol;
 import io.rdmaplane.rdma.policy.RemoteBlock;
+import io.rdmaplane.rdma.testing.WireFuzz;
 import io.rdmaplane.spark.serve.LocateProtocol.BlockRef;
 import io.rdmaplane.spark.serve.LocateProtocol.Request;
 import java.nio.ByteBuffer;
@@ -123,24 +123,12 @@ class LocateProtocolTest {
                     input = ByteBuffer.wrap(longer);
                 }
             }
-            decoded += tryDecode(() -> LocateProtocol.decodeRequest(input));
+            decoded += WireFuzz.decodes(() -> LocateProtocol.decodeRequest(input));
             int expected = random.nextInt(3) == 0 ? 1 + random.nextInt(LocateProtocol.MAX_BLOCKS)
                     : input.remaining() >= Protocol.HEADER_BYTES + 4 ? input.getInt(Protocol.HEADER_BYTES) : 1;
-            decoded += tryDecode(() -> LocateProtocol.decodeResponse(input, expected));
+            decoded += WireFuzz.decodes(() -> LocateProtocol.decodeResponse(input, expected));
         }
         assertTrue(decoded > 0, "some fuzzed inputs (e.g. untouched tails of valid messages) still decode");
-    }
-
-    private static int tryDecode(Runnable decode) {
-        try {
-            decode.run();
-            return 1;
-        } catch (MalformedMessageException expected) {
-            return 0;
-        } catch (RuntimeException e) {
-            fail("a decoder threw " + e + " instead of MalformedMessageException (an IllegalArgumentException)", e);
-            return 0;
-        }
     }
 
     private static void assertField(String field, Runnable decode) {

@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -45,8 +46,49 @@ final class TcpChannel extends AbstractChannel {
     /** What a frame is, for the bookkeeping done once it is written. */
     private enum Kind { CONTROL, READ_REQUEST, READ_RESPONSE, SEND }
 
-    /** Bytes to write; a SEND completes when written, a response releases back-pressure. */
-    private record Frame(ByteBuffer[] buffers, Kind kind, long sendId) {
+    private static final ByteBuffer NOTHING = ByteBuffer.allocate(0);
+
+    /**
+     * Bytes to write; a SEND completes when written, a response releases back-pressure. A READ
+     * response's payload is a view of its {@code source} region, pinned during each write.
+     */
+    private static final class Frame {
+        final ByteBuffer[] buffers;
+        final Kind kind;
+        final long sendId;
+        TcpRegion source; // node thread only once enqueued
+
+        Frame(ByteBuffer[] buffers, Kind kind, long sendId) {
+            this(buffers, kind, sendId, null);
+        }
+
+        Frame(ByteBuffer[] buffers, Kind kind, long sendId, TcpRegion source) {
+            this.buffers = buffers;
+            this.kind = kind;
+            this.sendId = sendId;
+            this.source = source;
+        }
+
+        boolean started() {
+            return buffers[0].position() > 0;
+        }
+
+        boolean sent() {
+            for (ByteBuffer b : buffers) {
+                if (b.hasRemaining()) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** A response not started whose region was revoked becomes what a READ of a revoked rkey gets. */
+        void refuse() {
+            long id = buffers[0].getLong(1);
+            buffers[0] = errorResponse(id, Status.REMOTE_ACCESS_ERROR);
+            buffers[1] = NOTHING;
+            source = null;
+        }
     }
 
     private final TcpNode node;
@@ -72,6 +114,8 @@ final class TcpChannel extends AbstractChannel {
     private ByteBuffer messageBuffer;
     private int queuedResponses;
     private boolean readPaused;
+    // When the peer last took bytes of ours, or we had none for it: node thread only.
+    private long lastDrained = System.nanoTime();
 
     TcpChannel(TcpNode node, SocketChannel socket, int queueDepth, ChannelHandler handler,
                CompletableFuture<Channel> connected) {
@@ -356,27 +400,37 @@ final class TcpChannel extends AbstractChannel {
 
     private void serveRead(long id, long address, int rkey, int length) {
         Status status = Status.SUCCESS;
-        ByteBuffer data = null;
+        TcpRegion region = null;
+        int offset = -1;
         if (length < 1 || length > MAX_READ_BYTES) {
             status = Status.REMOTE_INVALID_REQUEST;
         } else {
-            TcpRegion region = node.region(rkey);
-            int offset = region == null ? -1 : region.offsetOf(address, length);
+            region = node.region(rkey);
+            offset = region == null ? -1 : region.offsetOf(address, length);
             if (offset < 0 || !region.isValid() || !region.access().contains(Access.REMOTE_READ)) {
                 status = Status.REMOTE_ACCESS_ERROR;
                 LOG.debug("{}: refused READ from {} of {} bytes at 0x{} rkey {}: {}", node.name(), remoteAddress(), length,
                         Long.toHexString(address), Integer.toHexString(rkey), region == null ? "no such rkey" : region);
-            } else {
-                data = region.slice(offset, length);
             }
         }
-        ByteBuffer response = ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.READ_RESP).putLong(id).putLong(0)
-                .putInt(Wire.code(status)).putInt(data == null ? 0 : length).flip();
         queuedResponses++;
-        enqueue(new Frame(data == null ? new ByteBuffer[] {response} : new ByteBuffer[] {response, data}, Kind.READ_RESPONSE, 0));
+        if (status != Status.SUCCESS) {
+            enqueue(new Frame(new ByteBuffer[] {errorResponse(id, status)}, Kind.READ_RESPONSE, 0));
+        } else {
+            // A view of the region, not a copy: flush pins the region for each write and sends none
+            // of its bytes once it is revoked.
+            ByteBuffer response = ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.READ_RESP).putLong(id).putLong(0)
+                    .putInt(Wire.code(Status.SUCCESS)).putInt(length).flip();
+            enqueue(new Frame(new ByteBuffer[] {response, region.slice(offset, length)}, Kind.READ_RESPONSE, 0, region));
+        }
         if (queuedResponses >= responseLimit) {
             readPaused = true;
         }
+    }
+
+    private static ByteBuffer errorResponse(long id, Status status) {
+        return ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.READ_RESP).putLong(id).putLong(0).putInt(Wire.code(status))
+                .putInt(0).flip();
     }
 
     private void onReadResponse(long id, int code, int length) {
@@ -460,6 +514,7 @@ final class TcpChannel extends AbstractChannel {
         if (state == State.CLOSED || state == State.CONNECTING || key == null) {
             return;
         }
+        List<TcpRegion> pinned = new ArrayList<>();
         try {
             // One write of at most a turn's bytes: a channel with bulk to send takes its turn like the
             // others, so a small control message on another channel never waits behind megabytes.
@@ -468,7 +523,22 @@ final class TcpChannel extends AbstractChannel {
             ByteBuffer cut = null;
             int cutLimit = 0;
             for (Iterator<Frame> it = outbound.iterator(); it.hasNext() && gather.size() < MAX_GATHER && budget > 0; ) {
-                for (ByteBuffer b : it.next().buffers) {
+                Frame frame = it.next();
+                if (frame.source != null && !frame.source.pinForWrite()) {
+                    // Revoked: none of its bytes may go out. Not started, the response becomes what a
+                    // READ after revocation gets; partly sent, it cannot be taken back: the channel closes.
+                    if (frame.started()) {
+                        unpin(pinned); // before the close, whose handler may deregister what we pinned
+                        closeRevoked(frame);
+                        return;
+                    }
+                    LOG.debug("{}: region {} revoked before a queued READ response from it went out; refusing that READ",
+                            this, frame.source);
+                    frame.refuse();
+                } else if (frame.source != null) {
+                    pinned.add(frame.source);
+                }
+                for (ByteBuffer b : frame.buffers) {
                     if (budget <= 0) {
                         break;
                     }
@@ -489,11 +559,13 @@ final class TcpChannel extends AbstractChannel {
                     if (cut != null) {
                         cut.limit(cutLimit);
                     }
+                    unpin(pinned);
                 }
                 if (written > 0) {
                     progress();
+                    lastDrained = System.nanoTime();
                 }
-                for (Frame head; (head = outbound.peek()) != null && !head.buffers[head.buffers.length - 1].hasRemaining(); ) {
+                for (Frame head; (head = outbound.peek()) != null && head.sent(); ) {
                     outbound.poll();
                     written(head);
                 }
@@ -502,7 +574,21 @@ final class TcpChannel extends AbstractChannel {
         } catch (IOException e) {
             terminate(new TransportException(Status.RETRY_EXCEEDED, "connection to " + remoteAddress() + " lost: " + e, e), 0,
                     Status.RETRY_EXCEEDED);
+        } finally {
+            unpin(pinned);
         }
+    }
+
+    private static void unpin(List<TcpRegion> pinned) {
+        pinned.forEach(TcpRegion::unpin);
+        pinned.clear();
+    }
+
+    private void closeRevoked(Frame frame) {
+        String why = "region " + frame.source + " was revoked while a READ response from it was partly sent to "
+                + remoteAddress();
+        LOG.info("{}: {}; closing the channel", this, why);
+        terminate(new TransportException(Status.REMOTE_ACCESS_ERROR, why), 0, Status.FLUSHED);
     }
 
     private void written(Frame frame) {
@@ -521,8 +607,23 @@ final class TcpChannel extends AbstractChannel {
 
     // ---------------------------------------------------------------- failure and close
 
+    /**
+     * Ends the channel when our operations see no progress (see {@link AbstractChannel}), and when
+     * the peer took none of the bytes waiting for it (READ responses included) for the operation
+     * timeout: a reader that stops draining must not keep responses, and the regions they come
+     * from, queued forever.
+     */
     void checkTimeout(long now) {
         TransportException timeout = timeoutError(now, state, outstanding.get());
+        if (timeout == null && state == State.OPEN) {
+            if (outbound.isEmpty()) {
+                lastDrained = now;
+            } else if (now - lastDrained > node.options.operationTimeout().toNanos()) {
+                timeout = new TransportException(Status.RETRY_EXCEEDED, "peer " + remoteAddress() + " took no bytes for "
+                        + TimeUnit.NANOSECONDS.toMillis(now - lastDrained) + " ms with " + outbound.size() + " frames ("
+                        + queuedResponses + " READ responses) waiting for it (operationTimeout)");
+            }
+        }
         if (timeout != null) {
             terminate(timeout, 0, Status.RETRY_EXCEEDED);
             return;

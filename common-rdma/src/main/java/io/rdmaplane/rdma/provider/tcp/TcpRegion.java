@@ -4,10 +4,20 @@ import io.rdmaplane.rdma.provider.AbstractMemoryRegion;
 import io.rdmaplane.rdma.provider.Access;
 import java.nio.ByteBuffer;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
 
-/** A region in a {@link TcpNode}'s table. Its address is a virtual one the node assigns. */
+/**
+ * A region in a {@link TcpNode}'s table. Its address is a virtual one the node assigns.
+ *
+ * <p>READ responses are written to the socket straight from this memory (no copy). Revocation is
+ * real all the same: each socket write from it holds a {@linkplain #pinForWrite() pin}, and
+ * {@link #deregister()} waits for the write under way (one non-blocking system call) before it
+ * returns; later writes find the region revoked and send none of its bytes. So once deregister
+ * returns, the memory may be reused and no peer ever receives what is written there next.
+ */
 final class TcpRegion extends AbstractMemoryRegion {
     private final TcpNode node;
+    private final AtomicInteger writers = new AtomicInteger();
 
     TcpRegion(TcpNode node, ByteBuffer memory, long address, int rkey, Set<Access> access) {
         super(memory, address, rkey, access);
@@ -32,8 +42,35 @@ final class TcpRegion extends AbstractMemoryRegion {
         return (int) offset;
     }
 
+    /**
+     * Pins the memory for one socket write of its bytes, unless it is revoked (then false, not
+     * pinned). Pin, then check: with deregister's revoke, then wait, one of the two always sees the other.
+     */
+    boolean pinForWrite() {
+        writers.incrementAndGet();
+        if (isValid()) {
+            return true;
+        }
+        writers.decrementAndGet();
+        return false;
+    }
+
+    void unpin() {
+        writers.decrementAndGet();
+    }
+
     @Override
     protected void revoke() {
         node.forget(this);
+        // A write from this memory may be in a system call on the node's thread right now: it is
+        // short and never blocks (non-blocking socket), so wait for it rather than let it send
+        // bytes the caller is about to overwrite. The node's thread itself never holds a pin here.
+        for (int spins = 0; writers.get() != 0; spins++) {
+            if (spins < 1000) {
+                Thread.onSpinWait();
+            } else {
+                Thread.yield();
+            }
+        }
     }
 }

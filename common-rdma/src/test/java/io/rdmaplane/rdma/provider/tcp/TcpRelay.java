@@ -10,12 +10,15 @@ import java.net.SocketException;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A TCP relay on loopback between a tcp node and its peer, for the tcp provider's own tests of a link
  * that stalls or is cut: each connection to {@link #address()} is forwarded to the target, byte for
  * byte, by two threads. {@link #stall(boolean)} stops forwarding (the sockets' buffers fill up, as
- * with a hung peer); {@link #cut()} resets every connection on both sides, as a pulled cable.
+ * with a hung peer); {@link #stallReplies(boolean)} stops only what the target sends back (a peer
+ * that sends requests but stops reading); {@link #cut()} resets every connection on both sides, as a
+ * pulled cable.
  */
 final class TcpRelay implements AutoCloseable {
     private final InetSocketAddress target;
@@ -23,6 +26,8 @@ final class TcpRelay implements AutoCloseable {
     private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
     private final Object gate = new Object();
     private boolean stalled; // guarded by gate
+    private boolean repliesStalled; // guarded by gate
+    private final AtomicLong repliesRead = new AtomicLong();
     private volatile boolean closed;
 
     TcpRelay(InetSocketAddress target) throws IOException {
@@ -40,6 +45,18 @@ final class TcpRelay implements AutoCloseable {
             stalled = stall;
             gate.notifyAll();
         }
+    }
+
+    void stallReplies(boolean stall) {
+        synchronized (gate) {
+            repliesStalled = stall;
+            gate.notifyAll();
+        }
+    }
+
+    /** Bytes the relay has taken from the target so far (forwarded or held by a stall). */
+    long repliesRead() {
+        return repliesRead.get();
     }
 
     /** Resets every connection open now (SO_LINGER 0); new ones are relayed as before. */
@@ -61,8 +78,8 @@ final class TcpRelay implements AutoCloseable {
                 Socket to = new Socket(target.getAddress(), target.getPort());
                 sockets.add(from);
                 sockets.add(to);
-                daemon("tcp-relay-out", () -> pump(from, to));
-                daemon("tcp-relay-back", () -> pump(to, from));
+                daemon("tcp-relay-out", () -> pump(from, to, false));
+                daemon("tcp-relay-back", () -> pump(to, from, true));
             } catch (IOException e) {
                 if (!closed) {
                     throw new IllegalStateException("relay to " + target + " failed", e);
@@ -71,11 +88,14 @@ final class TcpRelay implements AutoCloseable {
         }
     }
 
-    private void pump(Socket from, Socket to) {
+    private void pump(Socket from, Socket to, boolean replies) {
         byte[] buffer = new byte[64 << 10];
         try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
             for (int n; (n = in.read(buffer)) > 0; ) {
-                awaitNotStalled();
+                if (replies) {
+                    repliesRead.addAndGet(n);
+                }
+                awaitNotStalled(replies);
                 out.write(buffer, 0, n);
             }
         } catch (IOException | InterruptedException e) {
@@ -88,9 +108,9 @@ final class TcpRelay implements AutoCloseable {
         }
     }
 
-    private void awaitNotStalled() throws InterruptedException {
+    private void awaitNotStalled(boolean replies) throws InterruptedException {
         synchronized (gate) {
-            while (stalled && !closed) {
+            while ((stalled || replies && repliesStalled) && !closed) {
                 gate.wait();
             }
         }

@@ -9,6 +9,7 @@ import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import io.rdmaplane.spark.registry.RegistryClient;
@@ -73,10 +74,10 @@ final class ExecutorRuntime implements AutoCloseable {
         pool = track(new RegisteredMemoryPool(node, TransportKeys.poolOptions(conf)));
         policyMetrics.watchPool("reduce", pool);
         policy = track(new PolicyClient(node, options, policyMetrics));
-        server = track(new ShuffleBlockServer(node, options, policyMetrics, store));
+        server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store));
         server.start();
         NodeOptions registryNode = new NodeOptions(new InetSocketAddress(bindHost, 0), nodeOptions.maxMessageSize(),
-                nodeOptions.operationTimeout(), nodeOptions.acceptQueueDepth());
+                nodeOptions.operationTimeout(), nodeOptions.acceptQueueDepth(), nodeOptions.idleTimeout(), VerbsOptions.defaults());
         registry = track(new RegistryClient(Providers.select(conf.get(SparkRdmaConfig.REGISTRY_PROVIDER)), registryNode, options,
                 policyMetrics, registryAddress));
         registry.register(executorId, server.address());

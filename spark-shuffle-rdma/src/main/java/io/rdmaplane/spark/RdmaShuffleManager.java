@@ -5,6 +5,7 @@ import io.rdmaplane.rdma.config.PolicyKeys;
 import io.rdmaplane.rdma.config.TransportKeys;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
@@ -147,9 +148,9 @@ public final class RdmaShuffleManager implements ShuffleManager {
         }
         NodeOptions base = TransportKeys.nodeOptions(settings, bindHost);
         NodeOptions options = new NodeOptions(new InetSocketAddress(bindHost, settings.get(SparkRdmaConfig.REGISTRY_PORT)),
-                base.maxMessageSize(), base.operationTimeout(), base.acceptQueueDepth());
+                base.maxMessageSize(), base.operationTimeout(), base.acceptQueueDepth(), base.idleTimeout(), VerbsOptions.defaults());
         ExecutorRegistry started = new ExecutorRegistry(Providers.select(settings.get(SparkRdmaConfig.REGISTRY_PROVIDER)), options,
-                PolicyKeys.policyOptions(settings, secret()), policyMetrics);
+                PolicyKeys.policyOptions(settings, secret()), PolicyKeys.serverLimits(settings), policyMetrics);
         // Executors reach the driver by spark.driver.host; the registry listens there (or on the bind address).
         String advertised = firstSet(conf.get("spark.driver.host", null), bindHost);
         String address = SparkRdmaConfig.format(new InetSocketAddress(advertised, started.address().getPort()));

@@ -1,6 +1,7 @@
 package io.rdmaplane.rdma.config;
 
 import io.rdmaplane.rdma.policy.PolicyOptions;
+import io.rdmaplane.rdma.policy.ServerLimits;
 import java.time.Duration;
 import java.util.List;
 import java.util.stream.Stream;
@@ -36,14 +37,33 @@ public final class PolicyKeys {
     public static final ConfigKey<Integer> RAMP_INITIAL_WINDOW = ConfigKey.intKey("rampUp.initialWindow", 4, 1, 16384,
             "Operations a channel may have outstanding right after a reconnect; grows by one per completion.");
 
+    public static final ConfigKey<Integer> SERVER_MAX_UNAUTHENTICATED = ConfigKey.intKey("server.maxUnauthenticated", 1024, 1,
+            1 << 20, "Channels a server holds that are not yet authenticated, in total; more are refused at once.");
+    public static final ConfigKey<Integer> SERVER_MAX_UNAUTHENTICATED_PER_ADDRESS = ConfigKey.intKey(
+            "server.maxUnauthenticatedPerAddress", 128, 1, 1 << 20,
+            "Of those, channels from one peer address; more from it are refused at once.");
+    public static final ConfigKey<Duration> SERVER_AUTH_TIMEOUT = ConfigKey.durationKey("server.authTimeout", "5s", "100ms",
+            "10m", "A server closes a channel that has not authenticated this long after it was accepted.");
+    public static final ConfigKey<Integer> SERVER_ANSWERS_KEPT_PER_PEER = ConfigKey.intKey("server.answersKeptPerPeer", 1024, 1,
+            1 << 20, "Answers a server keeps per peer process, so a re-sent request is answered, not run again; "
+                    + "the oldest goes first, and all go when the peer's last channel closes.");
+
     public static final List<ConfigKey<?>> ALL = List.of(CONTROL_QUEUE_DEPTH, DATA_QUEUE_DEPTH, DETECTION_WINDOW,
             RECONNECT_BASE, RECONNECT_JITTER, RECONNECT_CAP, RECONNECT_MAX_ATTEMPTS, HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT,
-            REQUEST_MAX_ATTEMPTS, MAX_BYTES_IN_FLIGHT_PER_PEER, MAX_BYTES_IN_FLIGHT, CHECKSUM_SAMPLE_RATE, RAMP_INITIAL_WINDOW);
+            REQUEST_MAX_ATTEMPTS, MAX_BYTES_IN_FLIGHT_PER_PEER, MAX_BYTES_IN_FLIGHT, CHECKSUM_SAMPLE_RATE, RAMP_INITIAL_WINDOW,
+            SERVER_MAX_UNAUTHENTICATED, SERVER_MAX_UNAUTHENTICATED_PER_ADDRESS, SERVER_AUTH_TIMEOUT,
+            SERVER_ANSWERS_KEPT_PER_PEER);
 
     /** Transport and policy keys: what every product's registry holds before its own keys. */
     public static final List<ConfigKey<?>> SHARED = Stream.concat(TransportKeys.ALL.stream(), ALL.stream()).toList();
 
     private PolicyKeys() {
+    }
+
+    /** What a policy server keeps for its clients at most, from {@code conf}. */
+    public static ServerLimits serverLimits(Conf conf) {
+        return new ServerLimits(conf.get(SERVER_MAX_UNAUTHENTICATED), conf.get(SERVER_MAX_UNAUTHENTICATED_PER_ADDRESS),
+                conf.get(SERVER_AUTH_TIMEOUT), conf.get(SERVER_ANSWERS_KEPT_PER_PEER));
     }
 
     /**

@@ -23,6 +23,9 @@ public final class TransportKeys {
                     + " that takes none of the bytes waiting for it (READ responses included) for this long loses its channel.");
     public static final ConfigKey<Integer> QUEUE_DEPTH = ConfigKey.intKey("queueDepth", 256, 1, 16384,
             "Queue depth of channels this node accepts from peers.");
+    public static final ConfigKey<Duration> IDLE_TIMEOUT = ConfigKey.durationKey("idleTimeout", "10m", "1s", "24h",
+            "A channel this node accepted that moved no byte either way for this long is closed; its peer reconnects"
+                    + " when it needs it again (tcp provider: on verbs a server does not see the READs it serves).");
     public static final ConfigKey<Long> POOL_CAPACITY = ConfigKey.byteSizeKey("pool.capacity", "256m", "8m", "1t",
             "Cap on registered (pinned) memory in the pool.");
     public static final ConfigKey<Duration> POOL_ACQUIRE_TIMEOUT = ConfigKey.durationKey("pool.acquireTimeout", "5s", "0ms", "10m",
@@ -52,7 +55,7 @@ public final class TransportKeys {
 
     /** All of the above, in reference order. */
     public static final List<ConfigKey<?>> ALL = List.of(PROVIDER, PORT, MAX_MESSAGE_SIZE, OPERATION_TIMEOUT, QUEUE_DEPTH,
-            POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, VERBS_COMPLETION, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
+            IDLE_TIMEOUT, POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, VERBS_COMPLETION, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
             VERBS_CQ_ENTRIES, VERBS_READ_PIECE_SIZE);
 
     private TransportKeys() {
@@ -70,7 +73,7 @@ public final class TransportKeys {
     public static NodeOptions nodeOptions(Conf conf, String bindHost) {
         // maxMessageSize is capped at 16m by its bounds, so it always fits an int.
         return new NodeOptions(new InetSocketAddress(bindHost, conf.get(PORT)), Math.toIntExact(conf.get(MAX_MESSAGE_SIZE)),
-                conf.get(OPERATION_TIMEOUT), conf.get(QUEUE_DEPTH), verbsOptions(conf));
+                conf.get(OPERATION_TIMEOUT), conf.get(QUEUE_DEPTH), conf.get(IDLE_TIMEOUT), verbsOptions(conf));
     }
 
     /** The verbs provider's settings from {@code conf}. */

@@ -27,6 +27,7 @@ public final class PolicyMetrics {
     private final Counter controlDropped;
     private final Counter authFailures;
     private final Counter requestRetries;
+    private final Counter connectionsRefused;
 
     public PolicyMetrics() {
         this(new MetricRegistry());
@@ -45,6 +46,7 @@ public final class PolicyMetrics {
         controlDropped = registry.counter("rdma.control.dropped");
         authFailures = registry.counter("rdma.auth.failures");
         requestRetries = registry.counter("rdma.control.retries");
+        connectionsRefused = registry.counter("rdma.server.refused");
     }
 
     public MetricRegistry registry() {
@@ -90,6 +92,11 @@ public final class PolicyMetrics {
 
     void authFailure() {
         authFailures.inc();
+    }
+
+    /** A server refused a channel: too many unauthenticated ones (from that address, or in total). */
+    void connectionRefused() {
+        connectionsRefused.inc();
     }
 
     void requestRetry() {

@@ -7,9 +7,11 @@ import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
+import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,13 +32,19 @@ import org.slf4j.LoggerFactory;
  * gets the first answer again; the handler is not run twice). The provider serves READs, but
  * only on a data channel whose peer has completed the handshake, and only of the regions granted
  * to that peer ({@link PeerIdentity#grant}).
+ *
+ * <p>What it holds for clients is bounded ({@link ServerLimits}): channels not yet authenticated,
+ * in total and per peer address (more are refused at once), the time one may take to
+ * authenticate, and the answers kept per peer, which go when the peer's last channel closes.
+ * A handler that throws anything, an Error too, fails that request only.
  */
 public final class PolicyServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(PolicyServer.class);
-    private static final int ANSWERS_KEPT_PER_PEER = 1024;
-    private static final int PEERS_REMEMBERED = 4096;
     private static final AtomicInteger IDS = new AtomicInteger();
     private static final AtomicBoolean OPEN_DATA_PLANE_LOGGED = new AtomicBoolean();
+    private static final long REFUSAL_LOG_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(10);
+    /** Peers whose READ grants are kept (the least recently used beyond it are dropped). */
+    private static final int PEERS_REMEMBERED = 4096;
 
     /** Answers control requests; runs on a transport thread, so it must be quick. */
     @FunctionalInterface
@@ -62,17 +70,19 @@ public final class PolicyServer implements AutoCloseable {
 
     private final Node node;
     private final PolicyOptions options;
+    private final ServerLimits limits;
     private final PolicyMetrics metrics;
     private final RequestHandler handler;
     private final CompletableFuture<Void> ready = new CompletableFuture<>();
-    /** Answers kept per peer process, so a request re-sent after a reconnect is answered, not re-run. */
-    private final Map<UUID, Map<Long, CompletableFuture<ControlFrame>>> answers = java.util.Collections.synchronizedMap(
-            new LinkedHashMap<>(16, 0.75f, true) {
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<UUID, Map<Long, CompletableFuture<ControlFrame>>> eldest) {
-                    return size() > PEERS_REMEMBERED;
-                }
-            });
+    /**
+     * Answers kept per connected peer process, so a request re-sent (on a rebuilt channel too) is
+     * answered, not re-run; a peer's answers go with its last channel.
+     */
+    private final Map<UUID, Map<Long, CompletableFuture<ControlFrame>>> answers = new ConcurrentHashMap<>();
+    /** Channels accepted and not yet authenticated, per peer address (guarded by itself). */
+    private final Map<Object, Integer> unauthenticated = new HashMap<>();
+    private int unauthenticatedTotal; // guarded by unauthenticated
+    private long lastRefusalLog = System.nanoTime() - REFUSAL_LOG_INTERVAL_NANOS; // guarded by unauthenticated
     private final Map<UUID, AtomicInteger> channelsPerPeer = new ConcurrentHashMap<>();
     private final Map<UUID, RegionScope> peerScopes = new ConcurrentHashMap<>();
     /** Grants per peer process, kept as long as its answers: READs re-issued after a reconnect still work. */
@@ -84,9 +94,15 @@ public final class PolicyServer implements AutoCloseable {
     });
     private final ScheduledThreadPoolExecutor timer;
 
+    /** A server with the {@linkplain ServerLimits#defaults() default limits}. */
     public PolicyServer(Node node, PolicyOptions options, PolicyMetrics metrics, RequestHandler handler) {
+        this(node, options, ServerLimits.defaults(), metrics, handler);
+    }
+
+    public PolicyServer(Node node, PolicyOptions options, ServerLimits limits, PolicyMetrics metrics, RequestHandler handler) {
         this.node = node;
         this.options = options;
+        this.limits = limits;
         this.metrics = metrics;
         this.handler = handler;
         String name = "rdma-policy-server-" + IDS.incrementAndGet();
@@ -104,8 +120,65 @@ public final class PolicyServer implements AutoCloseable {
             LOG.warn("no secret is configured: the RDMA data plane is open; any peer that completes the handshake may ask"
                     + " for regions and READ what it is granted (set spark.authenticate or the policy secret to require one)");
         }
-        node.listen(channel -> new Session(channel));
+        node.listen(channel -> admit(channel) ? new Session(channel) : null); // null: the transport closes it
         return this;
+    }
+
+    /** Whether one more unauthenticated channel from this peer fits the limits; if so it is counted. */
+    private boolean admit(Channel channel) {
+        Object from = addressOf(channel);
+        synchronized (unauthenticated) {
+            int fromThere = unauthenticated.getOrDefault(from, 0);
+            if (unauthenticatedTotal < limits.maxUnauthenticated() && fromThere < limits.maxUnauthenticatedPerAddress()) {
+                unauthenticated.put(from, fromThere + 1);
+                unauthenticatedTotal++;
+                return true;
+            }
+            metrics.connectionRefused();
+            long now = System.nanoTime();
+            if (now - lastRefusalLog >= REFUSAL_LOG_INTERVAL_NANOS) { // an attack would otherwise flood the log
+                lastRefusalLog = now;
+                LOG.warn("refusing channels from {}: {} unauthenticated from there, {} in total (limits {} per address, {} in"
+                                + " total: server.maxUnauthenticatedPerAddress, server.maxUnauthenticated); this is logged once"
+                                + " per {} s", channel.remoteAddress(), fromThere, unauthenticatedTotal,
+                        limits.maxUnauthenticatedPerAddress(), limits.maxUnauthenticated(),
+                        TimeUnit.NANOSECONDS.toSeconds(REFUSAL_LOG_INTERVAL_NANOS));
+            }
+            return false;
+        }
+    }
+
+    /** An admitted channel authenticated or closed: it no longer counts as unauthenticated. */
+    private void admitted(Channel channel) {
+        Object from = addressOf(channel);
+        synchronized (unauthenticated) {
+            unauthenticated.computeIfPresent(from, (a, n) -> n == 1 ? null : n - 1);
+            unauthenticatedTotal--;
+        }
+    }
+
+    /** The peer's host: channels from one host count together whatever their ports. */
+    private static Object addressOf(Channel channel) {
+        SocketAddress remote = channel.remoteAddress();
+        return remote instanceof InetSocketAddress inet && inet.getAddress() != null ? inet.getAddress() : remote;
+    }
+
+    /** Channels not yet authenticated; for tests. */
+    int unauthenticatedChannels() {
+        synchronized (unauthenticated) {
+            return unauthenticatedTotal;
+        }
+    }
+
+    /** Answers kept for re-sent requests, over all peers; for tests. */
+    int cachedAnswers() {
+        int total = 0;
+        for (Map<Long, CompletableFuture<ControlFrame>> mine : answers.values()) {
+            synchronized (mine) {
+                total += mine.size();
+            }
+        }
+        return total;
     }
 
     /** The regions peers will READ are registered: READY goes to every authenticated channel. */
@@ -143,16 +216,25 @@ public final class PolicyServer implements AutoCloseable {
         private volatile boolean authenticated;
         private volatile ReadGrants grants;
         private volatile boolean readySent;
+        /** Counted among the unauthenticated channels (see admit); guarded by this. */
+        private boolean pending = true;
 
         Session(Channel channel) {
             this.channel = channel;
             timer.schedule(() -> {
                 if (!authenticated) {
-                    LOG.warn("closing the channel from {}: no handshake within {} ms", channel.remoteAddress(),
-                            options.handshakeTimeout().toMillis());
+                    LOG.warn("closing the channel from {}: not authenticated within {} ms (server.authTimeout)",
+                            channel.remoteAddress(), limits.authTimeout().toMillis());
                     channel.close();
                 }
-            }, options.handshakeTimeout().toNanos(), TimeUnit.NANOSECONDS);
+            }, limits.authTimeout().toNanos(), TimeUnit.NANOSECONDS);
+        }
+
+        private synchronized void noLongerPending() {
+            if (pending) {
+                pending = false;
+                admitted(channel);
+            }
         }
 
         @Override
@@ -230,6 +312,7 @@ public final class PolicyServer implements AutoCloseable {
         private void authenticated() {
             grants = grants(instance);
             authenticated = true;
+            noLongerPending();
             channelsPerPeer.computeIfAbsent(instance, i -> new AtomicInteger()).incrementAndGet();
             // READY only once the regions are registered: no READ may race their registration.
             ready.thenRun(() -> {
@@ -245,7 +328,8 @@ public final class PolicyServer implements AutoCloseable {
                 reject("request before READY");
                 return;
             }
-            Map<Long, CompletableFuture<ControlFrame>> mine = answers.computeIfAbsent(instance, i -> boundedAnswers());
+            Map<Long, CompletableFuture<ControlFrame>> mine = answers.computeIfAbsent(instance,
+                    i -> boundedAnswers(limits.answersKeptPerPeer()));
             CompletableFuture<ControlFrame> answer;
             boolean first;
             synchronized (mine) {
@@ -270,6 +354,9 @@ public final class PolicyServer implements AutoCloseable {
             } catch (Exception e) {
                 LOG.warn("request {} from {} failed", request.requestId(), channel.remoteAddress(), e);
                 return ControlFrame.withReason(Type.ERROR, request.requestId(), String.valueOf(e.getMessage()));
+            } catch (Throwable e) { // an Error of one request (e.g. a decoder's OutOfMemoryError) fails that request only
+                LOG.error("request {} from {} failed", request.requestId(), channel.remoteAddress(), e);
+                return ControlFrame.withReason(Type.ERROR, request.requestId(), "internal error: " + e.getClass().getName());
             }
         }
 
@@ -291,10 +378,12 @@ public final class PolicyServer implements AutoCloseable {
 
         @Override
         public void onClosed(Channel ch, TransportException cause) {
+            noLongerPending();
             if (authenticated) {
                 AtomicInteger left = channelsPerPeer.get(instance);
                 if (left != null && left.decrementAndGet() == 0) {
                     channelsPerPeer.remove(instance, left);
+                    answers.remove(instance); // the peer's session ended: what it may re-send goes with it
                     RegionScope scope = peerScopes.remove(instance);
                     if (scope != null) {
                         scope.close(); // the peer is gone: revoke what was exposed for it
@@ -304,11 +393,11 @@ public final class PolicyServer implements AutoCloseable {
         }
     }
 
-    private static Map<Long, CompletableFuture<ControlFrame>> boundedAnswers() {
+    private static Map<Long, CompletableFuture<ControlFrame>> boundedAnswers(int kept) {
         return new LinkedHashMap<>(16, 0.75f, false) {
             @Override
             protected boolean removeEldestEntry(Map.Entry<Long, CompletableFuture<ControlFrame>> eldest) {
-                return size() > ANSWERS_KEPT_PER_PEER;
+                return size() > kept;
             }
         };
     }

@@ -36,6 +36,7 @@ public abstract class AbstractChannel implements Channel {
     private final int queueDepth;
     private final int localMaxMessageSize;
     private final Duration operationTimeout;
+    private final Duration idleTimeout;
     private final long handshakeDeadline;
     /** Completed when a channel this node opened is ready; null for an accepted channel. */
     private final CompletableFuture<Channel> connected;
@@ -56,6 +57,7 @@ public abstract class AbstractChannel implements Channel {
         this.localMaxMessageSize = options.maxMessageSize();
         this.maxMessageSize = localMaxMessageSize;
         this.operationTimeout = options.operationTimeout();
+        this.idleTimeout = options.idleTimeout();
         this.handler = handler;
         this.connected = connected;
         this.remote = remote;
@@ -107,6 +109,19 @@ public abstract class AbstractChannel implements Channel {
             return new TransportException(Status.RETRY_EXCEEDED, "no progress from " + remote + " for "
                     + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms with " + outstanding
                     + " operations outstanding (operationTimeout)");
+        }
+        return null;
+    }
+
+    /**
+     * The error that closes an idle accepted channel now, or null: open, nothing outstanding, and no
+     * byte moved either way for the idle timeout. (A provider calls it only where it sees every
+     * byte a peer makes it move, as tcp does.)
+     */
+    protected final TransportException idleError(long now, State state, int outstanding) {
+        if (accepted() && state == State.OPEN && outstanding == 0 && now - lastProgress > idleTimeout.toNanos()) {
+            return new TransportException(Status.FLUSHED, "channel from " + remote + " idle for "
+                    + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms (idleTimeout)");
         }
         return null;
     }

@@ -38,6 +38,13 @@ public interface Node extends AutoCloseable {
 
     String providerName();
 
+    /**
+     * Completes when the node is closed: normally after {@link #close}, exceptionally with the cause
+     * when a transport thread of the node died (the node is closed then). A service watches it so
+     * that it reports a dead node instead of claiming to run.
+     */
+    CompletableFuture<Void> terminated();
+
     @Override
     void close();
 }

@@ -13,13 +13,19 @@ import java.util.Objects;
  *                         long fails the channel with {@link Status#RETRY_EXCEEDED}; so does a peer
  *                         that takes none of the bytes waiting for it (READ responses on tcp) for this long
  * @param acceptQueueDepth queue depth of channels this node accepts
+ * @param idleTimeout      an accepted channel that moved no byte either way for this long is closed
+ *                         (tcp; on verbs the one-sided READs a server serves are invisible to it)
  * @param verbs            what only the verbs provider reads (others ignore it)
  */
 public record NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Duration operationTimeout,
-                          int acceptQueueDepth, VerbsOptions verbs) {
+                          int acceptQueueDepth, Duration idleTimeout, VerbsOptions verbs) {
+    /** The default {@link #idleTimeout}: long enough that a client between two stages keeps its channels. */
+    public static final Duration DEFAULT_IDLE_TIMEOUT = Duration.ofMinutes(10);
+
     public NodeOptions {
         Objects.requireNonNull(bindAddress, "bindAddress");
         Objects.requireNonNull(operationTimeout, "operationTimeout");
+        Objects.requireNonNull(idleTimeout, "idleTimeout");
         Objects.requireNonNull(verbs, "verbs");
         if (maxMessageSize < 64) {
             throw new IllegalArgumentException("maxMessageSize must be at least 64 bytes, was " + maxMessageSize);
@@ -30,9 +36,18 @@ public record NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Dur
         if (acceptQueueDepth < 1) {
             throw new IllegalArgumentException("acceptQueueDepth must be at least 1, was " + acceptQueueDepth);
         }
+        if (idleTimeout.isNegative() || idleTimeout.isZero()) {
+            throw new IllegalArgumentException("idleTimeout must be positive, was " + idleTimeout);
+        }
     }
 
-    /** With the {@linkplain VerbsOptions#defaults() default verbs settings}. */
+    /** With the {@linkplain #DEFAULT_IDLE_TIMEOUT default idle timeout}. */
+    public NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Duration operationTimeout, int acceptQueueDepth,
+                       VerbsOptions verbs) {
+        this(bindAddress, maxMessageSize, operationTimeout, acceptQueueDepth, DEFAULT_IDLE_TIMEOUT, verbs);
+    }
+
+    /** With the {@linkplain VerbsOptions#defaults() default verbs settings} and idle timeout. */
     public NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Duration operationTimeout, int acceptQueueDepth) {
         this(bindAddress, maxMessageSize, operationTimeout, acceptQueueDepth, VerbsOptions.defaults());
     }
@@ -43,10 +58,14 @@ public record NodeOptions(InetSocketAddress bindAddress, int maxMessageSize, Dur
     }
 
     public NodeOptions withOperationTimeout(Duration timeout) {
-        return new NodeOptions(bindAddress, maxMessageSize, timeout, acceptQueueDepth, verbs);
+        return new NodeOptions(bindAddress, maxMessageSize, timeout, acceptQueueDepth, idleTimeout, verbs);
+    }
+
+    public NodeOptions withIdleTimeout(Duration timeout) {
+        return new NodeOptions(bindAddress, maxMessageSize, operationTimeout, acceptQueueDepth, timeout, verbs);
     }
 
     public NodeOptions withVerbs(VerbsOptions settings) {
-        return new NodeOptions(bindAddress, maxMessageSize, operationTimeout, acceptQueueDepth, settings);
+        return new NodeOptions(bindAddress, maxMessageSize, operationTimeout, acceptQueueDepth, idleTimeout, settings);
     }
 }

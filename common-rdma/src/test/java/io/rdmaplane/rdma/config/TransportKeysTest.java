@@ -25,7 +25,7 @@ class TransportKeysTest {
 
     @Test
     void theSharedKeysInReferenceOrder() {
-        assertEquals(List.of("provider", "port", "maxMessageSize", "operationTimeout", "queueDepth", "pool.capacity",
+        assertEquals(List.of("provider", "port", "maxMessageSize", "operationTimeout", "queueDepth", "idleTimeout", "pool.capacity",
                         "pool.acquireTimeout", "verbs.completion", "verbs.native.tmpdir", "verbs.cmTick", "verbs.receiveBuffers",
                         "verbs.cqEntries", "verbs.readPieceSize"),
                 TransportKeys.ALL.stream().map(ConfigKey::suffix).collect(Collectors.toList()));

@@ -68,9 +68,17 @@ final class RegistrationOnlyNode implements Node {
         return "registration-only";
     }
 
+    private final CompletableFuture<Void> terminated = new CompletableFuture<>();
+
+    @Override
+    public CompletableFuture<Void> terminated() {
+        return terminated;
+    }
+
     @Override
     public synchronized void close() {
         regions.forEach(Region::deregister);
+        terminated.complete(null);
     }
 
     /** A region that only remembers it was deregistered. */

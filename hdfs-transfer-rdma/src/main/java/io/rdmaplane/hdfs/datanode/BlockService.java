@@ -5,7 +5,6 @@ import io.rdmaplane.hdfs.BlockProtocol.Response;
 import io.rdmaplane.hdfs.BlockProtocol.Status;
 import io.rdmaplane.rdma.policy.PolicyServer.PeerIdentity;
 import io.rdmaplane.rdma.provider.Node;
-import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -83,8 +82,7 @@ final class BlockService implements AutoCloseable {
         BlockPoolTokenSecretManager tokens = dataNode.tokenSecretManager();
         if (tokens != null) {
             try {
-                Token<BlockTokenIdentifier> token = new Token<>();
-                token.readFields(new DataInputStream(new ByteArrayInputStream(request.token())));
+                Token<BlockTokenIdentifier> token = BlockTokens.decode(request.token()); // lengths bounded before allocation
                 tokens.checkAccess(token, null, block, BlockTokenIdentifier.AccessMode.READ);
             } catch (IOException | RuntimeException e) {
                 tokenRefused.incrementAndGet();

@@ -9,7 +9,7 @@ public interface RdmaBlockServiceMXBean {
     /** STARTING, RUNNING, DISABLED, FAILED or STOPPED. */
     String getState();
 
-    /** Why the service failed to start, or empty. */
+    /** Why the service failed (to start, or later: its transport died), or empty. */
     String getError();
 
     /** The port clients connect to; 0 unless RUNNING. */

@@ -113,7 +113,8 @@ public final class RdmaDataNodePlugin implements ServicePlugin, Configurable, Rd
             };
             this.service = new BlockService(view, node, c.get(HdfsRdmaConfig.DN_REGISTERED_CAP),
                     c.get(HdfsRdmaConfig.DN_LEASE).toNanos());
-            server = new PolicyServer(node, PolicyKeys.policyOptions(c, null), metrics, this.service::handle).start();
+            server = new PolicyServer(node, PolicyKeys.policyOptions(c, null), PolicyKeys.serverLimits(c), metrics,
+                    this.service::handle).start();
             server.markReady(); // regions are registered per request, before their descriptor leaves
             long idle = c.get(HdfsRdmaConfig.DN_IDLE_RELEASE).toNanos();
             sweeper = new ScheduledThreadPoolExecutor(1, r -> {
@@ -132,6 +133,11 @@ public final class RdmaDataNodePlugin implements ServicePlugin, Configurable, Rd
             }, period, period, TimeUnit.NANOSECONDS);
             port = node.localAddress().getPort();
             state = "RUNNING";
+            node.terminated().whenCompleteAsync((closed, cause) -> { // not on the dying thread
+                if (cause != null) {
+                    died(dn, cause);
+                }
+            });
             synchronized (RUNNING) {
                 RUNNING.add(this);
             }
@@ -144,6 +150,22 @@ public final class RdmaDataNodePlugin implements ServicePlugin, Configurable, Rd
                     + " only; see the RdmaBlockService bean in its /jmx ############", dn.getDisplayName(), t.toString(), t);
             closeQuietly();
         }
+    }
+
+    /** The transport died under a running service: the bean says FAILED and why, clients read over TCP. */
+    private void died(DataNode dn, Throwable cause) {
+        if (!"RUNNING".equals(state)) {
+            return;
+        }
+        state = "FAILED";
+        error = "the transport failed: " + cause;
+        port = 0;
+        LOG.error("############ RDMA BLOCK SERVICE FAILED on DataNode {}: {} -- this DataNode serves reads over TCP only from"
+                + " now on; see the RdmaBlockService bean in its /jmx ############", dn.getDisplayName(), error, cause);
+        synchronized (RUNNING) {
+            RUNNING.remove(this);
+        }
+        closeQuietly();
     }
 
     private void publishBean(int xferPort) {

@@ -40,6 +40,8 @@ import org.apache.hadoop.hdfs.security.token.block.BlockPoolTokenSecretManager;
 import org.apache.hadoop.hdfs.security.token.block.BlockTokenIdentifier;
 import org.apache.hadoop.hdfs.security.token.block.BlockTokenSecretManager;
 import org.apache.hadoop.hdfs.server.common.HdfsServerConstants.ReplicaState;
+import org.apache.hadoop.io.Text;
+import org.apache.hadoop.io.WritableUtils;
 import org.apache.hadoop.security.token.Token;
 import org.apache.hadoop.util.DataChecksum;
 import org.junit.jupiter.api.AfterEach;
@@ -366,6 +368,56 @@ class BlockServiceTest {
         assertEquals(registrations, server.registrationCount());
         assertEquals(5, service.tokenRefused.get());
         assertEquals(5, service.refused.get());
+    }
+
+    /** A token whose identifier (legacy layout) is {@code prefix}: what Hadoop's readers would allocate for. */
+    private static byte[] tokenWithIdentifier(DataOutputStreamWriter prefix) throws Exception {
+        ByteArrayOutputStream id = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(id);
+        WritableUtils.writeVLong(out, System.currentTimeMillis() + 60_000); // expiry: its first byte is negative
+        WritableUtils.writeVInt(out, 1); // key id
+        prefix.write(out);
+        Token<BlockTokenIdentifier> token = new Token<>(id.toByteArray(), new byte[20], new Text("HDFS_BLOCK_TOKEN"), new Text(""));
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        token.write(new DataOutputStream(bytes));
+        return bytes.toByteArray();
+    }
+
+    @FunctionalInterface
+    private interface DataOutputStreamWriter {
+        void write(DataOutputStream out) throws Exception;
+    }
+
+    @Test
+    void tokensAnnouncingMoreBytesThanTheyCarryAreRefusedWithoutAllocatingThem() throws Exception {
+        enableTokens();
+        dataNode.add(17, GS, FakeDataNode.bytes(LENGTH, 17));
+        byte[][] hostile = {
+            {(byte) 0x8c, 0x7f, (byte) 0xff, (byte) 0xff, (byte) 0xff}, // five bytes: "an identifier of 2^31-1 bytes"
+            tokenWithIdentifier(out -> out.writeInt(Integer.MAX_VALUE)), // a 2 GiB user id
+            tokenWithIdentifier(out -> { // a valid prefix, then 2^31-1 storage types
+                WritableUtils.writeString(out, "reader");
+                WritableUtils.writeString(out, POOL);
+                WritableUtils.writeVLong(out, 17);
+                WritableUtils.writeVInt(out, 1);
+                WritableUtils.writeEnum(out, BlockTokenIdentifier.AccessMode.READ);
+                WritableUtils.writeVInt(out, Integer.MAX_VALUE);
+            }),
+            tokenWithIdentifier(out -> { // and a 2 GiB handshake secret
+                WritableUtils.writeString(out, "reader");
+                WritableUtils.writeString(out, POOL);
+                WritableUtils.writeVLong(out, 17);
+                WritableUtils.writeVInt(out, 0);
+                WritableUtils.writeVInt(out, 0);
+                WritableUtils.writeVInt(out, 0);
+                WritableUtils.writeVInt(out, Integer.MAX_VALUE);
+            }),
+        };
+        for (byte[] token : hostile) {
+            Response refused = ask(request(17, GS, 0, 100, 1 << 20, false, token));
+            assertEquals(Status.TOKEN_REFUSED, refused.status());
+        }
+        assertEquals(hostile.length, service.tokenRefused.get());
     }
 
     @Test

@@ -26,6 +26,7 @@ import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder;
 import io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin;
 import io.rdmaplane.rdma.config.ConfigException;
+import io.rdmaplane.rdma.provider.faulty.FaultyProvider;
 import io.rdmaplane.rdma.testing.Polling;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
@@ -318,6 +319,37 @@ class HdfsRdmaReadTest {
         }
     }
 
+    @Test
+    void aFiveByteTokenIsRefusedAndTheServiceKeepsServingOthers() throws Exception {
+        int size = HdfsCluster.BLOCK + 1;
+        byte[] expected = HdfsCluster.bytes(size, size);
+        LocatedBlock first = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks("/f" + size, 0, size)
+                .getLocatedBlocks().get(0);
+        // vint 0x8c then 0x7fffffff: "the identifier is 2^31-1 bytes long", which Token.readFields would allocate
+        byte[] hostile = {(byte) 0x8c, 0x7f, (byte) 0xff, (byte) 0xff, (byte) 0xff};
+        long refusedBefore = tokenRefusals();
+        byte[] got = readBlockThroughBuilder(first, hostile, 1000);
+        assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got, "the attacker's read falls back");
+        assertEquals(refusedBefore + 1, tokenRefusals(), "refused as a bad token, not a crash");
+
+        javax.management.MBeanServer jmx = java.lang.management.ManagementFactory.getPlatformMBeanServer();
+        for (RdmaDataNodePlugin plugin : RdmaDataNodePlugin.running()) {
+            javax.management.ObjectName bean = new javax.management.ObjectName(
+                    RdmaDataNodePlugin.beanName(plugin.dataNode().getXferPort()));
+            assertEquals("RUNNING", jmx.getAttribute(bean, "State"));
+            assertTrue((Integer) jmx.getAttribute(bean, "Port") > 0);
+        }
+        // another client still reads every byte over RDMA (another file: this JVM's client remembers the refused block)
+        int other = 3 * HdfsCluster.BLOCK + HdfsCluster.BLOCK / 2;
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        long fallbacks = counter("hdfs.client.fallbacks");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + other))) {
+            assertArrayEquals(HdfsCluster.bytes(other, other), HdfsCluster.readAll(in, 1 << 20));
+        }
+        assertEquals(fallbacks, counter("hdfs.client.fallbacks"), "no read fell back");
+        assertEquals(other, counter("hdfs.client.rdma.bytes") - rdmaBytes, "every byte came through RDMA READ");
+    }
+
     private static byte[] serialize(Token<BlockTokenIdentifier> token) throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         token.write(new DataOutputStream(bytes));
@@ -416,6 +448,38 @@ class HdfsRdmaReadTest {
             }
             assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "read over TCP");
         }
+    }
+
+    @Test
+    void aServiceWhoseTransportDiesSaysFailedAndWhyAndReadsGoOverTcp() throws Exception {
+        org.apache.hadoop.conf.Configuration faulty = new org.apache.hadoop.conf.Configuration(hdfs.cluster.getConfiguration(0));
+        faulty.set("dfs.datanode.rdma.provider", FaultyProvider.NAME);
+        String die = FaultyProvider.PREFIX + FaultyProvider.DIE_AFTER_REQUESTS;
+        System.setProperty(die, "1"); // read when the node is made: only this DataNode's node is armed
+        try {
+            hdfs.cluster.startDataNodes(faulty, 1, true, null, null);
+            hdfs.cluster.waitActive();
+        } finally {
+            System.clearProperty(die);
+        }
+        DataNode dying = hdfs.cluster.getDataNodes().get(hdfs.cluster.getDataNodes().size() - 1);
+        javax.management.ObjectName bean = new javax.management.ObjectName(RdmaDataNodePlugin.beanName(dying.getXferPort()));
+        javax.management.MBeanServer jmx = java.lang.management.ManagementFactory.getPlatformMBeanServer();
+        assertEquals("RUNNING", jmx.getAttribute(bean, "State"));
+        byte[] expected = HdfsCluster.bytes(7000, 7000);
+        hdfs.write("/on-dying", expected, 1, dying);
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/on-dying"))) {
+            assertArrayEquals(expected, HdfsCluster.readAll(in, 4096), "the first read is served, or falls back");
+        }
+        Polling.waitUntil(() -> "FAILED".equals(jmx.getAttribute(bean, "State")), Duration.ofSeconds(30),
+                () -> "the bean of a service whose transport died says FAILED");
+        assertTrue(((String) jmx.getAttribute(bean, "Error")).contains("transport"), "and says why");
+        assertEquals(0, jmx.getAttribute(bean, "Port"));
+        long rdmaBytes = counter("hdfs.client.rdma.bytes");
+        try (FSDataInputStream in = hdfs.rdma.open(new Path("/on-dying"))) {
+            assertArrayEquals(expected, HdfsCluster.readAll(in, 4096));
+        }
+        assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "read over TCP");
     }
 
     @Test

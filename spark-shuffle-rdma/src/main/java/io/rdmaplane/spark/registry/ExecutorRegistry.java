@@ -3,6 +3,7 @@ package io.rdmaplane.spark.registry;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.policy.PolicyServer;
+import io.rdmaplane.rdma.policy.ServerLimits;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -33,12 +34,18 @@ public final class ExecutorRegistry implements AutoCloseable {
     private final Node node;
     private final PolicyServer server;
 
-    /** Starts listening on {@code options.bindAddress()}; closes what it opened if that fails. */
+    /** With the {@linkplain ServerLimits#defaults() default server limits}. */
     public ExecutorRegistry(TransportProvider provider, NodeOptions options, PolicyOptions policy, PolicyMetrics metrics)
             throws TransportException {
+        this(provider, options, policy, ServerLimits.defaults(), metrics);
+    }
+
+    /** Starts listening on {@code options.bindAddress()}; closes what it opened if that fails. */
+    public ExecutorRegistry(TransportProvider provider, NodeOptions options, PolicyOptions policy, ServerLimits limits,
+                            PolicyMetrics metrics) throws TransportException {
         node = provider.createNode(options);
         try {
-            server = new PolicyServer(node, policy, metrics, this::handle).start();
+            server = new PolicyServer(node, policy, limits, metrics, this::handle).start();
             server.markReady();
         } catch (TransportException | RuntimeException e) {
             node.close();

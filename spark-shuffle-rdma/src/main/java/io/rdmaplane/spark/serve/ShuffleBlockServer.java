@@ -5,6 +5,7 @@ import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.policy.ReadGrants;
 import io.rdmaplane.rdma.policy.RemoteBlock;
+import io.rdmaplane.rdma.policy.ServerLimits;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.net.InetSocketAddress;
@@ -30,10 +31,16 @@ public final class ShuffleBlockServer implements AutoCloseable {
     private final PolicyServer server;
     private volatile Runnable locateListener;
 
+    /** A server with the {@linkplain ServerLimits#defaults() default limits}. */
     public ShuffleBlockServer(Node node, PolicyOptions options, PolicyMetrics metrics, MapOutputStore store) {
+        this(node, options, ServerLimits.defaults(), metrics, store);
+    }
+
+    public ShuffleBlockServer(Node node, PolicyOptions options, ServerLimits limits, PolicyMetrics metrics,
+                              MapOutputStore store) {
         this.node = Objects.requireNonNull(node, "node");
         this.store = Objects.requireNonNull(store, "store");
-        this.server = new PolicyServer(node, options, metrics, this::locate);
+        this.server = new PolicyServer(node, options, limits, metrics, this::locate);
     }
 
     /** Listens on the node and marks READY (the store registers each map output before it is locatable). */

@@ -397,6 +397,11 @@ class MapOutputStoreTest {
         }
 
         @Override
+        public java.util.concurrent.CompletableFuture<Void> terminated() {
+            return delegate.terminated();
+        }
+
+        @Override
         public void close() {
             delegate.close();
         }

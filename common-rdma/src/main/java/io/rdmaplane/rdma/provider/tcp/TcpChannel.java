@@ -487,6 +487,9 @@ final class TcpChannel extends AbstractChannel {
             handler().onMessage(this, done);
         } catch (RuntimeException e) {
             LOG.error("{}: message handler of {} failed", node.name(), this, e);
+        } catch (Throwable e) { // an Error: this channel's state is unknown now, so it goes; the node stays
+            LOG.error("{}: message handler of {} failed; closing that channel", node.name(), this, e);
+            terminate(new TransportException(Status.FLUSHED, "message handler failed: " + e, e), 0, Status.FLUSHED);
         }
     }
 
@@ -637,6 +640,11 @@ final class TcpChannel extends AbstractChannel {
         }
         if (timeout != null) {
             terminate(timeout, 0, Status.RETRY_EXCEEDED);
+            return;
+        }
+        TransportException idle = outbound.isEmpty() ? idleError(now, state, outstanding.get()) : null;
+        if (idle != null) {
+            terminate(idle, 0, Status.FLUSHED);
         }
     }
 

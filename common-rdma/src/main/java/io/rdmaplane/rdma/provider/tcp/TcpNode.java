@@ -71,6 +71,7 @@ public final class TcpNode implements Node {
     private volatile InetSocketAddress localAddress;
     private ServerSocketChannel server;
     private ChannelAcceptor acceptor;
+    private final CompletableFuture<Void> terminated = new CompletableFuture<>();
 
     TcpNode(NodeOptions options) throws TransportException {
         this.options = options;
@@ -84,6 +85,11 @@ public final class TcpNode implements Node {
         this.loop = new Thread(this::runLoop, name);
         loop.setDaemon(true);
         loop.start();
+    }
+
+    @Override
+    public CompletableFuture<Void> terminated() {
+        return terminated;
     }
 
     @Override
@@ -230,7 +236,7 @@ public final class TcpNode implements Node {
         for (Runnable task; (task = tasks.poll()) != null; ) {
             try {
                 task.run();
-            } catch (RuntimeException e) {
+            } catch (Throwable e) { // an Error too: one task's failure never stops the node's thread
                 LOG.error("{}: task failed", name, e);
             }
         }
@@ -291,6 +297,7 @@ public final class TcpNode implements Node {
         } catch (Throwable t) {
             LOG.error("{}: transport thread failed; closing the node", name, t);
             closed = true;
+            terminated.completeExceptionally(t);
         } finally {
             shutdown();
         }
@@ -321,13 +328,16 @@ public final class TcpNode implements Node {
         });
     }
 
-    /** Runs channel work on the node thread: a failure costs that channel, never the node. */
+    /**
+     * Runs channel work on the node thread: a failure costs that channel, never the node. An Error
+     * too (a handler's OutOfMemoryError or StackOverflowError): the thread itself is fine.
+     */
     private void guarded(TcpChannel channel, Runnable work) {
         try {
             work.run();
         } catch (CancelledKeyException e) {
             // the channel was closed from another thread meanwhile: nothing left to do
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
             LOG.error("{}: unexpected failure on {}; closing that channel", name, channel, e);
             channel.terminate(new TransportException(Status.FLUSHED, "internal error: " + e, e), 0, Status.FLUSHED);
         }
@@ -393,6 +403,7 @@ public final class TcpNode implements Node {
         for (TcpRegion region : regions.values()) {
             region.deregister();
         }
+        terminated.complete(null);
         LOG.debug("{} closed", name);
     }
 

@@ -29,7 +29,9 @@ import org.slf4j.LoggerFactory;
  * <li>{@link #corruptReads(int)} and {@link #corruptSends(int)}: one bit flipped in what lands here
  * or leaves here, as corruption on the wire;</li>
  * <li>{@link #closeAfterRequests(int)}: the node closes itself after answering so many requests, as
- * a host dying mid-job.</li>
+ * a host dying mid-job;</li>
+ * <li>{@link #dieAfterRequests(int)}: likewise, but as a transport thread dying of an Error:
+ * {@link #terminated()} completes exceptionally.</li>
  * </ul>
  */
 public final class FaultyNode implements Node {
@@ -41,11 +43,20 @@ public final class FaultyNode implements Node {
     private final AtomicInteger sendsToCorrupt = new AtomicInteger();
     private final AtomicInteger requests = new AtomicInteger();
     private volatile int closeAfterRequests;
+    private volatile int dieAfterRequests;
+    private final CompletableFuture<Void> terminated = new CompletableFuture<>();
     private volatile boolean stalled;
     private volatile boolean closed;
 
     public FaultyNode(Node inner) {
         this.inner = Objects.requireNonNull(inner, "inner");
+        inner.terminated().whenComplete((done, cause) -> {
+            if (cause != null) {
+                terminated.completeExceptionally(cause);
+            } else {
+                terminated.complete(null);
+            }
+        });
     }
 
     // ---------------------------------------------------------------- the faults
@@ -94,6 +105,15 @@ public final class FaultyNode implements Node {
         closeAfterRequests = count;
     }
 
+    /** After answering {@code count} requests the node dies as if its transport thread failed with an Error. */
+    public void dieAfterRequests(int count) {
+        if (count < 1) {
+            throw new IllegalArgumentException("dieAfterRequests needs at least 1 request, was " + count);
+        }
+        requests.set(0);
+        dieAfterRequests = count;
+    }
+
     /** Requests answered by this node so far (see {@link #closeAfterRequests}). */
     public int requestsAnswered() {
         return requests.get();
@@ -118,6 +138,14 @@ public final class FaultyNode implements Node {
         if (done == closeAfterRequests) {
             LOG.error("########## TEST FAULT INJECTED: closing the node {} after it answered {} requests ##########", this, done);
             Thread closer = new Thread(this::close, "rdma-fault-close");
+            closer.setDaemon(true);
+            closer.start();
+        }
+        if (done == dieAfterRequests) {
+            LOG.error("########## TEST FAULT INJECTED: the transport of {} dies after it answered {} requests ##########", this,
+                    done);
+            terminated.completeExceptionally(new InternalError("fault injection: the transport thread died"));
+            Thread closer = new Thread(this::close, "rdma-fault-die");
             closer.setDaemon(true);
             closer.start();
         }
@@ -172,6 +200,11 @@ public final class FaultyNode implements Node {
     @Override
     public String providerName() {
         return FaultyProvider.NAME;
+    }
+
+    @Override
+    public CompletableFuture<Void> terminated() {
+        return terminated;
     }
 
     @Override

@@ -25,7 +25,9 @@ import org.slf4j.LoggerFactory;
  * (Spark replaces {@code {{EXECUTOR_ID}}} in executor JVM options);</li>
  * <li>{@code rdmaplane.faults.[<id>.]}{@value #CORRUPT_READS}{@code =N}: see {@link FaultyNode#corruptReads};</li>
  * <li>{@code rdmaplane.faults.[<id>.]}{@value #CLOSE_AFTER_REQUESTS}{@code =N}: see
- * {@link FaultyNode#closeAfterRequests}.</li>
+ * {@link FaultyNode#closeAfterRequests};</li>
+ * <li>{@code rdmaplane.faults.[<id>.]}{@value #DIE_AFTER_REQUESTS}{@code =N}: see
+ * {@link FaultyNode#dieAfterRequests}.</li>
  * </ul>
  */
 public final class FaultyProvider implements TransportProvider {
@@ -35,6 +37,7 @@ public final class FaultyProvider implements TransportProvider {
     public static final String ID = PREFIX + "id";
     public static final String CORRUPT_READS = "corruptReads";
     public static final String CLOSE_AFTER_REQUESTS = "closeAfterRequests";
+    public static final String DIE_AFTER_REQUESTS = "dieAfterRequests";
     private static final Logger LOG = LoggerFactory.getLogger(FaultyProvider.class);
 
     private final String over;
@@ -106,6 +109,12 @@ public final class FaultyProvider implements TransportProvider {
             node.closeAfterRequests(requests);
             LOG.error("########## TEST FAULT HOOK ARMED: {} closes after answering {} requests ({}) ##########",
                     node, requests, prefix + CLOSE_AFTER_REQUESTS);
+        }
+        int dies = count(prefix + DIE_AFTER_REQUESTS);
+        if (dies > 0) {
+            node.dieAfterRequests(dies);
+            LOG.error("########## TEST FAULT HOOK ARMED: the transport of {} dies after answering {} requests ({}) ##########",
+                    node, dies, prefix + DIE_AFTER_REQUESTS);
         }
     }
 

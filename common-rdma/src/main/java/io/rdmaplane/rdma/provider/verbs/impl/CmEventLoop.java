@@ -103,7 +103,7 @@ final class CmEventLoop {
         for (Runnable task; (task = tasks.poll()) != null; ) {
             try {
                 task.run();
-            } catch (RuntimeException e) {
+            } catch (Throwable e) { // an Error too: one task never stops the CM thread
                 LOG.error("{}: CM task failed", node.name(), e);
             }
         }
@@ -209,6 +209,7 @@ final class CmEventLoop {
             }
         } catch (Throwable t) {
             LOG.error("{}: CM thread failed; closing the node", node.name(), t);
+            node.failed(t);
             node.markClosed();
         }
     }

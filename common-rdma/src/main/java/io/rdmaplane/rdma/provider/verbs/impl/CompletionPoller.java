@@ -82,6 +82,7 @@ final class CompletionPoller {
         } catch (Throwable t) {
             if (!node.isClosed()) {
                 LOG.error("{}: completion thread failed; closing the node", node.name(), t);
+                node.failed(t);
                 Thread closer = new Thread(node::close, node.name() + "-closer");
                 closer.setDaemon(true);
                 closer.start();
@@ -117,7 +118,7 @@ final class CompletionPoller {
                 }
                 try {
                     channel.onCompletion(wrId, wc.getStatus(), wc.getByte_len());
-                } catch (RuntimeException e) {
+                } catch (Throwable e) { // an Error too: that channel goes, the completion thread stays
                     LOG.error("{}: completion handling failed on {}; closing that channel", node.name(), channel, e);
                     channel.terminate(new TransportException(Status.FLUSHED, "internal error: " + e, e), null, Status.FLUSHED);
                 }

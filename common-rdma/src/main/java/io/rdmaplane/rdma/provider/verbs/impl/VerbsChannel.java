@@ -585,6 +585,10 @@ final class VerbsChannel extends AbstractChannel {
                     h.onMessage(this, buffer.slice(offset + Frames.HEADER, byteLength - Frames.HEADER));
                 } catch (RuntimeException e) {
                     LOG.error("{}: message handler failed", this, e);
+                } catch (Throwable e) { // an Error: this channel goes, the node stays
+                    LOG.error("{}: message handler failed; closing the channel", this, e);
+                    terminate(new TransportException(Status.FLUSHED, "message handler failed: " + e, e), null, Status.FLUSHED);
+                    return;
                 }
             }
             case Frames.CREDIT -> {

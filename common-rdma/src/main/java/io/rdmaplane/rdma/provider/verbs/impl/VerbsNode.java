@@ -78,6 +78,7 @@ public final class VerbsNode implements Node {
     private final Set<VerbsRegion> regions = ConcurrentHashMap.newKeySet();
     private final AtomicLong registrations = new AtomicLong();
     private final AtomicBoolean closed = new AtomicBoolean();
+    private final CompletableFuture<Void> terminated = new CompletableFuture<>();
     private final Object registerLock = new Object();
     private volatile ChannelAcceptor acceptor;
     private volatile InetSocketAddress localAddress;
@@ -322,6 +323,7 @@ public final class VerbsNode implements Node {
         sendPool.close();
         cm.destroyListenId();
         destroyQuietly(cq, completionChannel, pd, anchor, events);
+        terminated.complete(null);
         LOG.debug("{} closed", name);
     }
 
@@ -420,6 +422,16 @@ public final class VerbsNode implements Node {
     /** A node thread failed: the node counts as closed, so both threads stop. */
     void markClosed() {
         closed.set(true);
+    }
+
+    /** A node thread died of {@code cause}: {@link #terminated()} says so. */
+    void failed(Throwable cause) {
+        terminated.completeExceptionally(cause);
+    }
+
+    @Override
+    public CompletableFuture<Void> terminated() {
+        return terminated;
     }
 
     // ================================================================ for the channels

@@ -66,6 +66,11 @@ public final class PolicyServer implements AutoCloseable {
         public void grant(int rkey) {
             grants.grant(rkey);
         }
+
+        /** Lets this peer READ the region {@code rkey} until {@code untilEpochMillis} (e.g. its token's expiry). */
+        public void grant(int rkey, long untilEpochMillis) {
+            grants.grant(rkey, untilEpochMillis);
+        }
     }
 
     private final Node node;

@@ -1,6 +1,5 @@
 package io.rdmaplane.rdma.policy;
 
-import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -11,15 +10,33 @@ import java.util.concurrent.ConcurrentHashMap;
  * to the peer's QP (not built yet).
  */
 public final class ReadGrants {
-    private final Set<Integer> rkeys = ConcurrentHashMap.newKeySet();
+    /** rkey to the wall-clock time (epoch millis) after which its grant READs nothing. */
+    private final ConcurrentHashMap<Integer, Long> rkeys = new ConcurrentHashMap<>();
 
-    /** Lets the peer READ the region {@code rkey}. */
+    /** Lets the peer READ the region {@code rkey}, for as long as the region lives. */
     public void grant(int rkey) {
-        rkeys.add(rkey);
+        grant(rkey, Long.MAX_VALUE);
     }
 
+    /**
+     * Lets the peer READ the region {@code rkey} until {@code untilEpochMillis} (wall clock, as an
+     * HDFS block token's expiry date is); a grant already held for longer is kept.
+     */
+    public void grant(int rkey, long untilEpochMillis) {
+        rkeys.merge(rkey, untilEpochMillis, Math::max);
+    }
+
+    /** True while the peer holds an unexpired grant of {@code rkey}; an expired one is dropped. */
     public boolean allows(int rkey) {
-        return rkeys.contains(rkey);
+        Long until = rkeys.get(rkey);
+        if (until == null) {
+            return false;
+        }
+        if (System.currentTimeMillis() < until) {
+            return true;
+        }
+        rkeys.remove(rkey, until);
+        return false;
     }
 
     /** How many regions are granted (for tests and metrics). */

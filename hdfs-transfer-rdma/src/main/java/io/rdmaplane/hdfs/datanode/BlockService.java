@@ -5,6 +5,7 @@ import io.rdmaplane.hdfs.BlockProtocol.Response;
 import io.rdmaplane.hdfs.BlockProtocol.Status;
 import io.rdmaplane.rdma.policy.PolicyServer.PeerIdentity;
 import io.rdmaplane.rdma.provider.Node;
+import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -80,10 +81,12 @@ final class BlockService implements AutoCloseable {
     private Response serve(PeerIdentity peer, Request request) throws IOException {
         ExtendedBlock block = new ExtendedBlock(request.poolId(), request.blockId(), 0, request.generationStamp());
         BlockPoolTokenSecretManager tokens = dataNode.tokenSecretManager();
+        long grantUntil = Long.MAX_VALUE; // without tokens, for as long as the region lives
         if (tokens != null) {
             try {
                 Token<BlockTokenIdentifier> token = BlockTokens.decode(request.token()); // lengths bounded before allocation
                 tokens.checkAccess(token, null, block, BlockTokenIdentifier.AccessMode.READ);
+                grantUntil = expiry(token); // the descriptor READs nothing once its token has expired
             } catch (IOException | RuntimeException e) {
                 tokenRefused.incrementAndGet();
                 LOG.warn("RDMA block service: refused the block access token from {} for block {}: {}", peer.address(),
@@ -167,9 +170,16 @@ final class BlockService implements AutoCloseable {
             regions.invalidate(key);
             return Response.refused(Status.STALE_GENERATION, "replica changed while being served");
         }
-        peer.grant(region.memory.rkey()); // only the client whose token was checked may READ it
+        peer.grant(region.memory.rkey(), grantUntil); // only the client whose token was checked may READ it
         return new Response(Status.OK, "", start, rangeLength, region.memory.address() + start, region.memory.rkey(),
                 rangeCrc, layout.typeId(), bpc, sums);
+    }
+
+    /** The expiry date (epoch millis) of a token {@code checkAccess} has accepted, so its identifier is sound. */
+    private static long expiry(Token<BlockTokenIdentifier> token) throws IOException {
+        BlockTokenIdentifier id = new BlockTokenIdentifier();
+        id.readFields(new DataInputStream(new ByteArrayInputStream(token.getIdentifier())));
+        return id.getExpiryDate();
     }
 
     /** True while the replica behind a region is still finalized with the same generation stamp. */

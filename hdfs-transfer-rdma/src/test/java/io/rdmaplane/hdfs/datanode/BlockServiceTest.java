@@ -20,6 +20,7 @@ import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.tcp.TcpNode;
+import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.rdma.testing.TestNodes;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
@@ -27,6 +28,7 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.UUID;
@@ -316,8 +318,12 @@ class BlockServiceTest {
 
     /** Block access tokens as a NameNode issues them for {@code POOL}, checked by the DataNode's manager. */
     private BlockTokenSecretManager enableTokens() {
+        return enableTokens(TimeUnit.MINUTES.toMillis(10));
+    }
+
+    private BlockTokenSecretManager enableTokens(long tokenLifetimeMillis) {
         BlockTokenSecretManager nameNode = new BlockTokenSecretManager(TimeUnit.MINUTES.toMillis(10),
-                TimeUnit.MINUTES.toMillis(10), 0, 1, POOL, null, false);
+                tokenLifetimeMillis, 0, 1, POOL, null, false);
         BlockPoolTokenSecretManager checks = new BlockPoolTokenSecretManager();
         checks.addBlockPool(POOL, nameNode);
         dataNode.tokens = checks;
@@ -342,6 +348,21 @@ class BlockServiceTest {
         assertEquals(Status.OK, response.status(), response.message());
         assertArrayEquals(Arrays.copyOf(block, 512), read(response));
         assertEquals(0, service.tokenRefused.get());
+    }
+
+    /** Attack 3 of issue 11: a descriptor handed out for a token kept serving after the token expired. */
+    @Test
+    void aDescriptorGrantedForATokenReadsNothingOnceTheTokenHasExpired() throws Exception {
+        BlockTokenSecretManager issuer = enableTokens(TimeUnit.SECONDS.toMillis(2));
+        dataNode.add(17, GS, FakeDataNode.bytes(LENGTH, 17));
+        PeerIdentity peer = new PeerIdentity(UUID.randomUUID(), new InetSocketAddress("127.0.0.1", 4243));
+        Response response = Response.decode(service.handle(peer,
+                request(17, GS, 0, 100, 1 << 20, false, token(issuer, 17, BlockTokenIdentifier.AccessMode.READ)).encode()));
+        assertEquals(Status.OK, response.status(), response.message());
+        assertTrue(peer.grants().allows(response.rkey()), "granted while its token is valid");
+        Polling.waitUntil(() -> !peer.grants().allows(response.rkey()), Duration.ofSeconds(30),
+                "the grant to end with its token's expiry");
+        assertEquals(0, peer.grants().size(), "the expired grant is dropped");
     }
 
     @Test

@@ -456,7 +456,7 @@ public final class Doctor {
 
     private void drivers(Report r, List<RdmaDevices.Device> devices) {
         Path dir = env.root().resolve("etc/libibverbs.d");
-        List<String> drivers = HostFiles.list(dir).stream().map(p -> p.getFileName().toString())
+        List<String> drivers = RdmaDevices.list(dir).stream().map(p -> p.getFileName().toString())
                 .filter(n -> n.endsWith(".driver")).map(n -> n.substring(0, n.length() - ".driver".length())).toList();
         String fix = "install the user-space verbs drivers: `apt-get install ibverbs-providers` (rdma-core)";
         if (drivers.isEmpty()) {

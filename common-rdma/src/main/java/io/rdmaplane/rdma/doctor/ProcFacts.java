@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.doctor;
 
+import io.rdmaplane.rdma.provider.verbs.RdmaDevices;
 import java.nio.file.Path;
 import java.util.Locale;
 
@@ -19,7 +20,7 @@ final class ProcFacts {
 
     /** The "Max locked memory" line of {@code /proc/self/limits}, or null when it cannot be read. */
     static Limit memlock(Path root) {
-        String text = HostFiles.read(root.resolve("proc/self/limits"));
+        String text = RdmaDevices.read(root.resolve("proc/self/limits"));
         if (text == null) {
             return null;
         }
@@ -50,7 +51,7 @@ final class ProcFacts {
 
     /** Whether CapEff in {@code /proc/self/status} has CAP_IPC_LOCK (pinning then ignores memlock); null if unknown. */
     static Boolean hasIpcLock(Path root) {
-        String text = HostFiles.read(root.resolve("proc/self/status"));
+        String text = RdmaDevices.read(root.resolve("proc/self/status"));
         if (text == null) {
             return null;
         }
@@ -72,7 +73,7 @@ final class ProcFacts {
     }
 
     static HugePages hugePages(Path root) {
-        String text = HostFiles.read(root.resolve("proc/meminfo"));
+        String text = RdmaDevices.read(root.resolve("proc/meminfo"));
         if (text == null) {
             return null;
         }
@@ -100,7 +101,7 @@ final class ProcFacts {
     }
 
     static String hostname(Path root) {
-        String name = HostFiles.read(root.resolve("proc/sys/kernel/hostname"));
+        String name = RdmaDevices.read(root.resolve("proc/sys/kernel/hostname"));
         return name == null || name.isEmpty() ? "unknown" : name;
     }
 

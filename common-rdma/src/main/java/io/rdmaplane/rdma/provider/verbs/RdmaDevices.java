@@ -282,8 +282,11 @@ public final class RdmaDevices {
         }
     }
 
-    /** The file's text, trimmed; null if it does not exist or cannot be read (sysfs answers EINVAL for unused GIDs). */
-    private static String read(Path file) {
+    /**
+     * The file's text, trimmed; null if it does not exist or cannot be read (sysfs answers EINVAL for
+     * unused GIDs). The doctor reads the host's {@code proc/} and {@code etc/} files with it too.
+     */
+    public static String read(Path file) {
         try {
             return new String(Files.readAllBytes(file), StandardCharsets.UTF_8).trim();
         } catch (IOException | RuntimeException e) {
@@ -291,8 +294,8 @@ public final class RdmaDevices {
         }
     }
 
-    /** The entries of a folder sorted by name (case-insensitive); empty if it does not exist. */
-    private static List<Path> list(Path dir) {
+    /** The entries of a folder sorted by name (case-insensitive); empty if it does not exist or cannot be read. */
+    public static List<Path> list(Path dir) {
         if (!Files.isDirectory(dir)) {
             return List.of();
         }

@@ -31,7 +31,7 @@ import scala.Tuple2;
  * any level. Addresses: every JVM binds to {@code SPARK_LOCAL_IP} (integration-tests/vm/spark-verbs.sh
  * sets RDMA_VM_ADDR_A), so executor-to-executor READs loop back on one rxe device.
  *
- * <p>Runs only with RDMA_VM=1 (in the VM: integration-tests/vm/spark-verbs.sh, part of vm/ci.sh);
+ * <p>Runs only with RDMA_VM=1 (in the VM: integration-tests/vm/spark-verbs.sh, part of vm/ci.sh, run by integration-tests/ci.sh);
  * elsewhere it is skipped and says so on stderr. Other {@code spark.*} system properties reach the
  * SparkConf (e.g. {@code -Dspark.shuffle.rdma.operationTimeout=10s}).
  */

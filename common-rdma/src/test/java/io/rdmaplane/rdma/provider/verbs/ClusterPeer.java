@@ -5,11 +5,13 @@ import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.NodeOptions;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.Random;
@@ -29,6 +31,11 @@ import java.util.concurrent.TimeUnit;
  */
 public final class ClusterPeer {
     private static final long WAIT_SECONDS = 120;
+    /**
+     * Operations (the first handshake included) get a minute: a cold JVM under TCG on a busy host
+     * answered its first connection after more than the conformance suite's 10 s.
+     */
+    private static final Duration OPERATION_TIMEOUT = Duration.ofSeconds(60);
 
     private ClusterPeer() {
     }
@@ -49,6 +56,10 @@ public final class ClusterPeer {
         System.exit(0);
     }
 
+    private static NodeOptions options(String bind) {
+        return new NodeOptions(new InetSocketAddress(bind, 0), 64 << 10, OPERATION_TIMEOUT, 256);
+    }
+
     static byte[] content(long seed, int size) {
         byte[] content = new byte[size];
         new Random(seed).nextBytes(content);
@@ -56,7 +67,7 @@ public final class ClusterPeer {
     }
 
     private static void serve(String bind, long seed, int size) throws Exception {
-        try (Node node = VerbsProvider.INSTANCE.createNode(VerbsConformanceTest.options(bind))) {
+        try (Node node = VerbsProvider.INSTANCE.createNode(options(bind))) {
             node.listen(channel -> new ChannelHandler() { });
             MemoryRegion exposed = node.register(ByteBuffer.allocateDirect(size).put(content(seed, size)).flip());
             System.out.println("READY " + node.localAddress().getPort() + " " + exposed.address() + " " + exposed.rkey());
@@ -70,7 +81,7 @@ public final class ClusterPeer {
 
     private static int read(String bind, String peer, int port, long address, int rkey, int size, long seed)
             throws Exception {
-        try (Node node = VerbsProvider.INSTANCE.createNode(VerbsConformanceTest.options(bind))) {
+        try (Node node = VerbsProvider.INSTANCE.createNode(options(bind))) {
             MemoryRegion landing = node.register(ByteBuffer.allocateDirect(size), EnumSet.of(Access.LOCAL_WRITE));
             Channel channel = node.connect(new InetSocketAddress(peer, port), 8, new ChannelHandler() { })
                     .get(WAIT_SECONDS, TimeUnit.SECONDS);

@@ -92,6 +92,11 @@ if [ -z "$pkg" ] && [ "$force" = 0 ] && [ -n "$(find "$resolved" -mmin -1440 2>/
   pkg=$(cat "$resolved")
 fi
 if [ -z "$pkg" ]; then
+  # unstable moves: its private package list is refreshed when a day old (kept when offline).
+  if [ "$suite" = unstable ] && [ "$(id -u)" -eq 0 ] \
+     && [ -z "$(find "$apt_dir/lists" -maxdepth 1 -name '*_Packages*' -mmin -1440 2>/dev/null)" ]; then
+    suite_update || true
+  fi
   pkg=$(resolve_kernel_pkg || true)
   if [ -z "$pkg" ] && [ "$(id -u)" -eq 0 ]; then
     suite_update || true

@@ -56,7 +56,7 @@ final class TcpChannel extends AbstractChannel {
         final ByteBuffer[] buffers;
         final Kind kind;
         final long sendId;
-        TcpRegion source; // node thread only once enqueued
+        TcpRegion source; // loop thread only once enqueued
 
         Frame(ByteBuffer[] buffers, Kind kind, long sendId) {
             this(buffers, kind, sendId, null);
@@ -105,7 +105,7 @@ final class TcpChannel extends AbstractChannel {
     private final int responseLimit;
     private volatile State state;
     private volatile SelectionKey key;
-    // Inbound parser state: node thread only.
+    // Inbound parser state: loop thread only.
     // Unparsed bytes are inbox[start, end). While a READ of ours is on the wire, the inbox takes
     // one header at a time, so a READ payload never passes through it (see onReadable).
     private final ByteBuffer inbox = ByteBuffer.allocateDirect(INBOX_BYTES);
@@ -118,7 +118,7 @@ final class TcpChannel extends AbstractChannel {
     private ByteBuffer messageBuffer;
     private int queuedResponses;
     private boolean readPaused;
-    // When the peer last took bytes of ours, or we had none for it: node thread only.
+    // When the peer last took bytes of ours, or we had none for it: loop thread only.
     private long lastDrained = System.nanoTime();
 
     TcpChannel(TcpNode node, TcpLoop loop, Lane lane, SocketChannel socket, int queueDepth, ChannelHandler handler,
@@ -232,7 +232,7 @@ final class TcpChannel extends AbstractChannel {
         }
     }
 
-    // ---------------------------------------------------------------- connection set-up (node thread)
+    // ---------------------------------------------------------------- connection set-up (loop thread)
 
     void startConnect(InetSocketAddress peer) throws IOException {
         remote(peer);
@@ -339,7 +339,7 @@ final class TcpChannel extends AbstractChannel {
         flush();
     }
 
-    // ---------------------------------------------------------------- inbound (node thread)
+    // ---------------------------------------------------------------- inbound (loop thread)
 
     /**
      * Reads what the socket has. With none of our READs on the wire, no READ payload can arrive,
@@ -571,7 +571,7 @@ final class TcpChannel extends AbstractChannel {
         }
     }
 
-    // ---------------------------------------------------------------- outbound (node thread)
+    // ---------------------------------------------------------------- outbound (loop thread)
 
     void flush() {
         flushScheduled.set(false);

@@ -32,9 +32,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A tcp node: a region table and two selector threads ({@link TcpLoop}s), one per {@link Lane},
- * that do all socket I/O. READ requests from peers are served on the bulk thread straight from
- * the region table; no application code runs on the serving side. Callbacks and completions run
- * on the thread of their channel's lane, so a control message never waits for bulk copying.
+ * that do all socket I/O. READ requests from peers are served straight from the region table on
+ * the thread of their channel's lane (the bulk one, for data channels); no application code runs
+ * on the serving side. Callbacks and completions run on that thread too, so a control message
+ * never waits for bulk copying.
  * An accepted channel starts on the control thread and moves to its connector's lane with the
  * connector's HELLO.
  */

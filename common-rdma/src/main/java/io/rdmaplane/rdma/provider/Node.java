@@ -30,8 +30,19 @@ public interface Node extends AutoCloseable {
     /** The address peers connect to; valid after {@link #listen}. */
     InetSocketAddress localAddress();
 
-    /** Opens a channel to a listening peer with the given queue depth. */
+    /** Opens a channel to a listening peer with the given queue depth ({@link ConnectRequest#OPEN}). */
     CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler);
+
+    /**
+     * Opens a channel whose connect carries {@code request}: the data the peer's
+     * {@link ChannelAcceptor#admit} reads, and whether the peer may READ this end. A provider
+     * without a connect request (tcp) opens the channel as {@link #connect(InetSocketAddress, int, ChannelHandler)}
+     * does; its READs are checked one by one instead.
+     */
+    default CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler,
+                                               ConnectRequest request) {
+        return connect(peer, queueDepth, handler);
+    }
 
     /** Registrations made so far: pools use it to prove there is none per IO. */
     long registrationCount();

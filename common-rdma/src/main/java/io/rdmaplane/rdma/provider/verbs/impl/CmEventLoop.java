@@ -5,6 +5,8 @@ import com.ibm.disni.verbs.RdmaCm;
 import com.ibm.disni.verbs.RdmaCmEvent;
 import com.ibm.disni.verbs.RdmaCmId;
 import com.ibm.disni.verbs.RdmaEventChannel;
+import io.rdmaplane.rdma.provider.Admission;
+import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.io.IOException;
@@ -261,7 +263,7 @@ final class CmEventLoop {
                             throw new IOException("the route to " + channel.remoteAddress() + " has no RDMA device");
                         }
                         channel.setUp(ctx);
-                        id.connect(VerbsChannel.connParam());
+                        NativeCm.connect(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, channel.connectRequest);
                     }
                 }
                 case RDMA_CM_EVENT_ESTABLISHED -> channel.onEstablished();
@@ -280,12 +282,36 @@ final class CmEventLoop {
         }
     }
 
+    /**
+     * A connect request: the acceptor reads what it carried and decides, before anything exists
+     * for it, whether to take it (a refused request's id is destroyed: no QP, the peer sees
+     * REJECTED) and whether the QP may serve the peer's READs.
+     */
     private void onConnectRequest(RdmaCmId id) {
         if (id == null) {
             return;
         }
-        if (node.isClosed() || node.acceptor() == null) {
+        ChannelAcceptor acceptor = node.acceptor();
+        if (node.isClosed() || acceptor == null) {
             destroyId(id); // an id destroyed before rdma_accept rejects the request
+            return;
+        }
+        java.net.SocketAddress from = null;
+        try {
+            from = id.getDestination();
+        } catch (IOException | RuntimeException e) {
+            LOG.trace("rdma_get_peer_addr failed", e);
+        }
+        Admission admission;
+        try {
+            admission = acceptor.admit(from, NativeCm.connectData(id));
+        } catch (IOException | RuntimeException e) {
+            LOG.warn("{}: refusing a connection from {}: its connect request could not be checked: {}", node.name(), from,
+                    e.toString());
+            admission = Admission.REFUSE;
+        }
+        if (admission == null || admission == Admission.REFUSE) {
+            destroyId(id);
             return;
         }
         VerbsChannel channel = new VerbsChannel(node, VerbsNode.nextChannelId(), node.options.acceptQueueDepth(), null, null,
@@ -300,17 +326,13 @@ final class CmEventLoop {
         node.addChannel(channel);
         byId.put(id, channel);
         try {
-            try {
-                channel.setRemote(id.getDestination());
-            } catch (IOException | RuntimeException e) {
-                LOG.trace("rdma_get_peer_addr failed", e);
-            }
+            channel.setRemote(from);
             IbvContext ctx = Verbs.contextOf(id);
             if (ctx == null) {
                 throw new IOException("the connection request came without an RDMA device");
             }
             channel.setUp(ctx);
-            id.accept(VerbsChannel.connParam());
+            NativeCm.accept(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, admission == Admission.ACCEPT);
         } catch (IOException | RuntimeException e) {
             LOG.warn("{}: cannot accept a connection from {}: {}", node.name(), channel.remoteAddress(), e.toString());
             channel.terminate(new TransportException(Status.FLUSHED, "accept failed: " + e, e), null, Status.FLUSHED);

@@ -12,6 +12,7 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.ConnectRequest;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeArguments;
@@ -261,7 +262,15 @@ public final class VerbsNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
+        return connect(peer, queueDepth, handler, ConnectRequest.OPEN);
+    }
+
+    /** The request's data goes in the RDMA-CM connect's private data; without remote read the peer READs nothing here. */
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler,
+                                              ConnectRequest request) {
         NodeArguments.checkConnect(peer, queueDepth, handler);
+        Objects.requireNonNull(request, "request");
         CompletableFuture<Channel> connected = new CompletableFuture<>();
         if (closed.get()) {
             connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));
@@ -279,6 +288,7 @@ public final class VerbsNode implements Node {
                     + " (verbs.cqEntries)"));
             return connected;
         }
+        channel.connectRequest = request;
         addChannel(channel);
         cm.execute(() -> cm.connect(channel, peer));
         return connected;

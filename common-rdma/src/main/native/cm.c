@@ -308,14 +308,17 @@ static void connect_id(JNIEnv *env, struct rdma_cm_id *cm_id, jint retry_count, 
 static void accept_id(JNIEnv *env, struct rdma_cm_id *cm_id, jint retry_count, jint rnr_retry_count, int readable) {
     int rd_atom, init_rd_atom;
     local_read_depths(cm_id, &rd_atom, &init_rd_atom);
-    /* Accept no more reads than the peer will issue, and issue no more than it accepts. */
-    uint8_t peer_rr = MAX_RD_ATOMIC, peer_id = MAX_RD_ATOMIC;
-    recall_conn_request(cm_id, &peer_rr, &peer_id);
+    /* Serve no more reads than the peer will issue, and issue no more than it serves. The request
+     * event states the depths from this side's view (the kernel's CM swaps the REQ's fields):
+     * its responder_resources are the reads the peer will issue, its initiator_depth the reads
+     * the peer will serve (0: the peer may not be READ). */
+    uint8_t peer_issues = MAX_RD_ATOMIC, peer_serves = MAX_RD_ATOMIC;
+    recall_conn_request(cm_id, &peer_issues, &peer_serves);
 
     struct rdma_conn_param param;
     memset(&param, 0, sizeof param);
-    param.responder_resources = readable ? min3(rd_atom, peer_id, MAX_RD_ATOMIC) : 0;
-    param.initiator_depth = min3(init_rd_atom, peer_rr, MAX_RD_ATOMIC);
+    param.responder_resources = readable ? min3(rd_atom, peer_issues, MAX_RD_ATOMIC) : 0;
+    param.initiator_depth = min3(init_rd_atom, peer_serves, MAX_RD_ATOMIC);
     param.flow_control = 1;
     param.retry_count = retries(retry_count);
     param.rnr_retry_count = retries(rnr_retry_count);
@@ -377,6 +380,26 @@ JNIEXPORT void JNICALL NCM(accept)(JNIEnv *env, jclass cls, jlong id, jint retry
         return;
     }
     accept_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, readable == JNI_TRUE);
+}
+
+/* Takes remote access away from the id's QP (RTS to RTS, access flags only): a READ that reaches
+ * it anyway is refused by the responder. For the end that may not be READ, once connected: the
+ * responder resources its connect offered are what the peer chose, which a hostile peer may
+ * ignore. Throws an IOException when the QP cannot be changed. */
+JNIEXPORT void JNICALL NCM(denyRemoteAccess)(JNIEnv *env, jclass cls, jlong id) {
+    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
+    if (id == 0 || cm_id->qp == NULL) {
+        rp_throw_bad_handle(env, "ibv_modify_qp (access flags)");
+        return;
+    }
+    struct ibv_qp_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.qp_access_flags = 0;
+    errno = 0;
+    int rc = ibv_modify_qp(cm_id->qp, &attr, IBV_QP_ACCESS_FLAGS);
+    if (rc != 0) {
+        rp_throw_io(env, "ibv_modify_qp (access flags)", rc > 0 ? rc : rp_errno());
+    }
 }
 
 /* Copies the private data of a connection request id into the direct buffer out; returns the

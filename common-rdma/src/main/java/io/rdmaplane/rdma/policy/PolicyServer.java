@@ -7,6 +7,7 @@ import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.net.InetSocketAddress;
@@ -74,6 +75,11 @@ public final class PolicyServer implements AutoCloseable {
         /** Lets this peer READ the region {@code rkey} until {@code untilEpochMillis} (e.g. its token's expiry). */
         public void grant(int rkey, long untilEpochMillis) {
             grants.grant(rkey, untilEpochMillis);
+        }
+
+        /** Lets this peer READ {@code region} until {@code untilEpochMillis}; the grant goes with the region's deregistration. */
+        public void grant(MemoryRegion region, long untilEpochMillis) {
+            grants.grant(region, untilEpochMillis);
         }
     }
 

@@ -266,7 +266,12 @@ final class CmEventLoop {
                         NativeCm.connect(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, channel.connectRequest);
                     }
                 }
-                case RDMA_CM_EVENT_ESTABLISHED -> channel.onEstablished();
+                case RDMA_CM_EVENT_ESTABLISHED -> {
+                    if (!channel.isAccepted() && !channel.connectRequest.remoteReadable()) {
+                        NativeCm.denyRemoteAccess(id); // before anything is sent: fails the connect if it cannot
+                    }
+                    channel.onEstablished();
+                }
                 case RDMA_CM_EVENT_ADDR_ERROR, RDMA_CM_EVENT_ROUTE_ERROR, RDMA_CM_EVENT_UNREACHABLE,
                         RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_CONNECT_ERROR -> channel.terminate(
                         new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + channel.remoteAddress() + ": "
@@ -332,7 +337,11 @@ final class CmEventLoop {
                 throw new IOException("the connection request came without an RDMA device");
             }
             channel.setUp(ctx);
-            NativeCm.accept(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, admission == Admission.ACCEPT);
+            boolean readable = admission == Admission.ACCEPT;
+            NativeCm.accept(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, readable);
+            if (!readable) {
+                NativeCm.denyRemoteAccess(id); // no responder resources already; this refuses a READ sent regardless
+            }
         } catch (IOException | RuntimeException e) {
             LOG.warn("{}: cannot accept a connection from {}: {}", node.name(), channel.remoteAddress(), e.toString());
             channel.terminate(new TransportException(Status.FLUSHED, "accept failed: " + e, e), null, Status.FLUSHED);

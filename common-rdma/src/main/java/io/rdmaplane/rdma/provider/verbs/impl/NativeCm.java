@@ -34,6 +34,15 @@ final class NativeCm {
         accept(handle(id), retryCount, rnrRetryCount, remoteReadable);
     }
 
+    /**
+     * Takes remote access away from the id's connected QP: a READ that reaches it anyway is refused.
+     * The end that may not be READ calls it once connected, since the responder resources it
+     * offered are the peer's to honour.
+     */
+    static void denyRemoteAccess(RdmaCmId id) throws IOException {
+        denyRemoteAccess(handle(id));
+    }
+
     /** The private data the connection request of {@code id} carried (RoCE pads it with zeros to 56 bytes). */
     static ByteBuffer connectData(RdmaCmId id) throws IOException {
         ByteBuffer out = ByteBuffer.allocateDirect(DATA_ROOM);
@@ -57,4 +66,6 @@ final class NativeCm {
     private static native void accept(long id, int retryCount, int rnrRetryCount, boolean remoteReadable) throws IOException;
 
     private static native int connectData(long id, ByteBuffer out);
+
+    private static native void denyRemoteAccess(long id) throws IOException;
 }

@@ -841,6 +841,11 @@ final class VerbsChannel extends AbstractChannel {
         }
     }
 
+    /** Whether a peer opened this channel to this node (CM thread). */
+    boolean isAccepted() {
+        return accepted();
+    }
+
     synchronized boolean hasQp() {
         return qp != null;
     }

@@ -61,6 +61,7 @@ public final class VerbsNode implements Node {
     private static final Logger LOG = LoggerFactory.getLogger(VerbsNode.class);
     private static final AtomicInteger NODE_IDS = new AtomicInteger();
     private static final AtomicInteger CHANNEL_IDS = new AtomicInteger();
+    private static final AtomicBoolean KEYS_LOGGED = new AtomicBoolean();
 
     final NodeOptions options;
     private final String name;
@@ -248,6 +249,10 @@ public final class VerbsNode implements Node {
         try {
             localAddress = cm.call(() -> cm.listen(options.bindAddress()));
             LOG.debug("{} listening on {}", name, localAddress);
+            if (KEYS_LOGGED.compareAndSet(false, true)) {
+                LOG.info("verbs: peers READ by the rkeys of per-region memory regions, not bound to a peer (memory windows"
+                        + " bound to the peer's QP are not used); a connect is admitted or refused before its QP exists");
+            }
         } catch (Exception e) {
             this.acceptor = null;
             throw new TransportException(Status.UNAVAILABLE, "cannot listen on " + options.bindAddress() + ": "

@@ -80,7 +80,7 @@ final class ConnectProof {
             byte[] nonce;
             byte[] mac;
             try {
-                if (proof.remaining() == 0) {
+                if (allZero(proof)) { // RoCE pads a connect request's private data with zeros
                     throw new Refusal("the connect request carries no proof (not a policy client of this version)");
                 }
                 MessageReader<Void> r = MessageReader.body("connect proof", proof);
@@ -125,6 +125,15 @@ final class ConnectProof {
             }
             return trafficClass;
         }
+    }
+
+    private static boolean allZero(ByteBuffer data) {
+        for (int i = data.position(); i < data.limit(); i++) {
+            if (data.get(i) != 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Why a connect request is refused. */

@@ -51,7 +51,10 @@ class ConnectProofTest {
         altered[1] = 2; // CONTROL -> DATA: a readable QP for a control proof
         refused(verifier, altered, now, "does not match");
         refused(verifier, new byte[0], now, "no proof");
-        refused(verifier, new byte[56], now, "version 0");
+        refused(verifier, new byte[56], now, "no proof"); // what RoCE delivers for a connect without private data
+        byte[] otherVersion = ConnectProof.create(SECRET, TrafficClass.DATA, now, Auth.nonce());
+        otherVersion[0] = 2;
+        refused(verifier, otherVersion, now, "version 2");
         refused(verifier, new byte[] {1, 2, 3}, now, "malformed");
     }
 

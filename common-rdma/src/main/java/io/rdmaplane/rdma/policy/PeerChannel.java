@@ -198,7 +198,7 @@ final class PeerChannel {
         // The server READs nothing of ours; where the transport checks before a channel exists (verbs),
         // the connect proves the secret and says the traffic class (ConnectProof).
         ConnectRequest request = new ConnectRequest(ConnectProof.create(options.secret(), trafficClass), false);
-        owner.client().node().connect(owner.address(), depth, new Handler(gen), request).whenComplete((opened, error) -> {
+        owner.client().node().connect(owner.address(), depth, trafficClass.lane(), new Handler(gen), request).whenComplete((opened, error) -> {
             if (error != null) {
                 attemptFailed(gen, "cannot connect: " + rootMessage(error));
                 return;

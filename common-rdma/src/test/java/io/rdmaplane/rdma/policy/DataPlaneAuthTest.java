@@ -12,6 +12,7 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.ConnectRequest;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.Status;
@@ -313,7 +314,7 @@ class DataPlaneAuthTest {
 
     private Outsider connect(PolicyFixture f, ConnectRequest request) throws Exception {
         BlockingQueue<ControlFrame> frames = new LinkedBlockingQueue<>();
-        Channel channel = attackerNode.connect(f.serverNode.localAddress(), 16, new ChannelHandler() {
+        Channel channel = attackerNode.connect(f.serverNode.localAddress(), 16, Lane.BULK, new ChannelHandler() {
             @Override
             public void onMessage(Channel ch, ByteBuffer message) {
                 try {
@@ -330,7 +331,7 @@ class DataPlaneAuthTest {
     private void assertConnectRefused(PolicyFixture f, ConnectRequest request) {
         long refusedBefore = f.serverMetrics.registry().counter("rdma.server.refused").getCount();
         ExecutionException e = assertThrows(ExecutionException.class, () -> attackerNode.connect(f.serverNode.localAddress(), 16,
-                new ChannelHandler() { }, request).get(WAIT, TimeUnit.SECONDS), "the connect must be rejected");
+                Lane.BULK, new ChannelHandler() { }, request).get(WAIT, TimeUnit.SECONDS), "the connect must be rejected");
         assertEquals(Status.RETRY_EXCEEDED, assertInstanceOf(TransportException.class, e.getCause()).status(), e::toString);
         assertEquals(refusedBefore + 1, f.serverMetrics.registry().counter("rdma.server.refused").getCount(),
                 "the server refused it (not a network failure)");

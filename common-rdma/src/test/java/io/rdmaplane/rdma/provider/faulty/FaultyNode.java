@@ -6,6 +6,7 @@ import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ConnectRequest;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -197,15 +198,21 @@ public final class FaultyNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
-        return connect(peer, queueDepth, handler, ConnectRequest.OPEN);
+        return connect(peer, queueDepth, Lane.BULK, handler);
     }
 
     @Override
-    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler,
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane,
+                                              ChannelHandler handler) {
+        return connect(peer, queueDepth, lane, handler, ConnectRequest.OPEN);
+    }
+
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler,
                                               ConnectRequest request) {
         Objects.requireNonNull(handler, "handler");
         FaultyChannel faulty = new FaultyChannel(this, handler);
-        return inner.connect(peer, queueDepth, faulty.fromInner(), request).thenApply(faulty::connected);
+        return inner.connect(peer, queueDepth, lane, faulty.fromInner(), request).thenApply(faulty::connected);
     }
 
     @Override

@@ -13,6 +13,7 @@ import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.ConnectRequest;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeArguments;
@@ -267,12 +268,15 @@ public final class VerbsNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
-        return connect(peer, queueDepth, handler, ConnectRequest.OPEN);
+        return connect(peer, queueDepth, Lane.BULK, handler, ConnectRequest.OPEN);
     }
 
-    /** The request's data goes in the RDMA-CM connect's private data; without remote read the peer READs nothing here. */
+    /**
+     * The request's data goes in the RDMA-CM connect's private data; without remote read the peer
+     * READs nothing here. Every lane is alike here (one CQ, one completion thread).
+     */
     @Override
-    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler,
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler,
                                               ConnectRequest request) {
         NodeArguments.checkConnect(peer, queueDepth, handler);
         Objects.requireNonNull(request, "request");

@@ -8,12 +8,13 @@
 # (rxe traffic does not cross network namespaces on 6.1, and rdma_cm rejects 127.x).
 # Policy routing sends traffic for the peer address out through the cable instead of `lo`
 # (rxe drops packets that arrive on `lo`). The VM has no NIC: nothing leaves it.
+# With --hosts N (RDMA_VM_HOSTS > 0) also a cluster of N hosts (see cluster_up below).
 # Then runs the command, writes its exit status to ctl/status and returns to /init.
 set -u
 CTL=/run/rdma-vm/ctl
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # shellcheck source=/dev/null
-. "$CTL/params.sh"   # RDMA_VM_ADDR_A/B, RDMA_VM_MTU, RDMA_VM_CMD_TIMEOUT, RDMA_VM_CWD, RDMA_VM_ENV, RDMA_VM_CMD
+. "$CTL/params.sh"   # RDMA_VM_ADDR_A/B, RDMA_VM_MTU, RDMA_VM_HOSTS, RDMA_VM_CMD_TIMEOUT, RDMA_VM_CWD, RDMA_VM_ENV, RDMA_VM_CMD
 
 say() { echo "rdma-vm guest: $*"; }
 fail() { say "FAILED: $*"; exit 1; }
@@ -55,13 +56,43 @@ ip rule del pref 0 lookup local || fail "ip rule setup"
 
 rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0 type rxe netdev veth0"
 rdma link add rxe1 type rxe netdev veth1 || fail "rdma link add rxe1 type rxe netdev veth1"
-for d in rxe0 rxe1; do
+wait_active() {
   for _ in $(seq 50); do
-    grep -q ACTIVE "/sys/class/infiniband/$d/ports/1/state" 2>/dev/null && break
+    grep -q ACTIVE "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null && return 0
     sleep 0.1
   done
-  grep -q ACTIVE "/sys/class/infiniband/$d/ports/1/state" || fail "$d port is not ACTIVE"
-done
+  fail "$1 port is not ACTIVE"
+}
+wait_active rxe0
+wait_active rxe1
+
+# The cluster (--hosts N): host I is the network namespace hostI with veth-hostI at
+# 192.168.78.I/24 and its own rxe device rxe-hostI, the veth's other end port-hostI on the bridge
+# rdmabr0 (no address, no uplink: nothing leaves the VM). The veth end is created in its
+# namespace and the rxe device inside it (created outside and moved, the device is deleted;
+# `rdma dev set ... netns` is not supported in the default shared mode, where every rxe device is
+# visible in every namespace: a process picks its device by its address). rps_cpus=1 on every
+# veth RX queue: packets handled on both CPUs get reordered and rxe retransmits.
+# Cutting a host's link: `ip link set port-hostI down` (in the initial namespace).
+cluster_up() {
+  local n=$1 i ns dev port
+  ip link add rdmabr0 type bridge || fail "ip link add rdmabr0 type bridge"
+  ip link set rdmabr0 mtu "$RDMA_VM_MTU" up || fail "rdmabr0 up"
+  for ((i = 1; i <= n; i++)); do
+    ns=host$i dev=veth-host$i port=port-host$i
+    ip netns add "$ns" || fail "ip netns add $ns"
+    ip link add "$port" mtu "$RDMA_VM_MTU" type veth peer name "$dev" mtu "$RDMA_VM_MTU" netns "$ns" \
+      || fail "veth $port <-> $dev in $ns"
+    ip link set "$port" master rdmabr0 up || fail "$port on rdmabr0"
+    w "/sys/class/net/$port/queues/rx-0/rps_cpus" 1
+    ip -n "$ns" link set lo up && ip -n "$ns" addr add "192.168.78.$i/24" dev "$dev" &&
+      ip -n "$ns" link set "$dev" up || fail "address 192.168.78.$i on $dev in $ns"
+    ip netns exec "$ns" sh -c "echo 1 > /sys/class/net/$dev/queues/rx-0/rps_cpus" || fail "rps_cpus of $dev in $ns"
+    ip netns exec "$ns" rdma link add "rxe-$ns" type rxe netdev "$dev" || fail "rdma link add rxe-$ns in $ns"
+  done
+  for ((i = 1; i <= n; i++)); do wait_active "rxe-host$i"; done
+}
+[ "${RDMA_VM_HOSTS:-0}" -gt 0 ] && cluster_up "$RDMA_VM_HOSTS"
 
 ulimit -l unlimited || fail "ulimit -l unlimited"
 mkdir -p /run/rdma-vm/out

@@ -10,12 +10,12 @@ RDMA_VM_CACHE=${RDMA_VM_CACHE:-${HOME:-/root}/.cache/rdma-vm}
 #   qemu-system-x86  qemu-system-x86_64 (TCG; no KVM needed)
 #   busybox-static   the initramfs' only binary
 #   kmod             depmod/modprobe to resolve module dependencies of the guest kernel
-#   cpio gzip        to pack the initramfs
+#   cpio gzip xz-utils  to pack the initramfs (and unpack .ko.xz modules)
 #   iproute2         ip (veth, policy routing) and rdma (rdma link add ... type rxe)
 #   rdma-core ibverbs-providers  libibverbs with the rxe provider
 #   ibverbs-utils rdmacm-utils perftest  ibv_devinfo, rping, ib_read_bw/ib_read_lat
 # shellcheck disable=SC2034
-RDMA_VM_HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio gzip iproute2 rdma-core
+RDMA_VM_HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio gzip xz-utils iproute2 rdma-core
   ibverbs-providers ibverbs-utils rdmacm-utils perftest)
 
 _rdma_vm_apt_updated=0

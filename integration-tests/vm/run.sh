@@ -8,16 +8,21 @@
 #   --boot-timeout S   time allowed from start until the command runs (default ${RDMA_VM_BOOT_TIMEOUT:-180})
 #   --cpus N           guest vCPUs (default ${RDMA_VM_CPUS:-2})
 #   --mem MiB          guest memory (default ${RDMA_VM_MEM:-3072})
-#   --mtu BYTES        MTU of the veth cable (default ${RDMA_VM_MTU:-1500}: RoCE MTU 1024; 9000: 4096)
+#   --mtu BYTES        MTU of the veth links (default ${RDMA_VM_MTU:-1500}: RoCE MTU 1024; 9000: 4096)
+#   --hosts N          also a cluster of N hosts (network namespaces host1..hostN, each with its own
+#                      address and rxe device, on a bridge; default ${RDMA_VM_HOSTS:-0}: none)
 #   --env NAME[=VAL]   pass one more environment variable into the guest (repeatable)
 #   --results DIR      copy what the command wrote to $RDMA_VM_RESULTS into DIR
 #
-# The guest boots Debian's stock kernel (TCG, no KVM, no network device), sees the host's /
+# The guest boots a Debian kernel (RDMA_VM_KERNEL=unstable, the default, or bookworm; prepare.sh) (TCG, no KVM, no network device), sees the host's /
 # read-only under a tmpfs overlay (writes are lost at power-off), and runs COMMAND as root in
 # the same working directory with PATH, JAVA_HOME, HOME (and a few more) from the host, plus
 #   RDMA_VM=1  RDMA_VM_ADDR_A=192.168.77.1 (rxe0 on veth0)  RDMA_VM_ADDR_B=192.168.77.2 (rxe1
 #   on veth1)  RDMA_VM_DEV_A=rxe0  RDMA_VM_DEV_B=rxe1  RDMA_VM_RESULTS=/run/rdma-vm/out
-# and memlock unlimited. Its output (stdout and stderr) is printed live (through the second 9p
+# and memlock unlimited. With --hosts N also RDMA_VM_HOSTS=N, RDMA_VM_BRIDGE=rdmabr0 and for each
+# host I: RDMA_VM_HOSTI_NS=hostI, RDMA_VM_HOSTI_ADDR=192.168.78.I, RDMA_VM_HOSTI_DEV=rxe-hostI,
+# RDMA_VM_HOSTI_NETDEV=veth-hostI (in hostI), RDMA_VM_HOSTI_PORT=port-hostI (its bridge port), and
+# the lists RDMA_VM_HOST_NAMES, RDMA_VM_HOST_ADDRS, RDMA_VM_HOST_DEVS (space-separated). Its output (stdout and stderr) is printed live (through the second 9p
 # share), the guest kernel's and init's messages come from the serial console.
 # Exit status: the command's; 124 on a timeout; 125 when the VM failed before reporting one.
 set -euo pipefail
@@ -30,6 +35,7 @@ boot_timeout=${RDMA_VM_BOOT_TIMEOUT:-180}
 cpus=${RDMA_VM_CPUS:-2}
 mem=${RDMA_VM_MEM:-3072}
 mtu=${RDMA_VM_MTU:-1500}
+hosts=${RDMA_VM_HOSTS:-0}
 addr_a=${RDMA_VM_ADDR_A:-192.168.77.1}
 addr_b=${RDMA_VM_ADDR_B:-192.168.77.2}
 results=""
@@ -44,6 +50,9 @@ while [ $# -gt 0 ]; do
     --cpus) need_int "$1" "${2:-}"; cpus=$2; shift 2 ;;
     --mem) need_int "$1" "${2:-}"; mem=$2; shift 2 ;;
     --mtu) need_int "$1" "${2:-}"; mtu=$2; shift 2 ;;
+    --hosts) [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -ne 1 ] && [ "$2" -le 9 ] \
+               || vm_die "--hosts needs a number of hosts from 2 to 9 (0: no cluster), got '${2:-}'"
+             hosts=$2; shift 2 ;;
     --env) [ -n "${2:-}" ] || vm_die "--env needs NAME or NAME=VALUE"; extra_env+=("$2"); shift 2 ;;
     --results) [ -n "${2:-}" ] || vm_die "--results needs a folder"; results=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -106,9 +115,19 @@ for e in "${extra_env[@]}"; do
 done
 genv+=(RDMA_VM=1 "RDMA_VM_ADDR_A=$addr_a" "RDMA_VM_ADDR_B=$addr_b" RDMA_VM_DEV_A=rxe0
   RDMA_VM_DEV_B=rxe1 RDMA_VM_RESULTS=/run/rdma-vm/out)
+if [ "$hosts" -gt 0 ]; then   # the names guest.sh's cluster_up gives them
+  names="" addrs="" devs=""
+  for ((i = 1; i <= hosts; i++)); do
+    genv+=("RDMA_VM_HOST${i}_NS=host$i" "RDMA_VM_HOST${i}_ADDR=192.168.78.$i" "RDMA_VM_HOST${i}_DEV=rxe-host$i"
+      "RDMA_VM_HOST${i}_NETDEV=veth-host$i" "RDMA_VM_HOST${i}_PORT=port-host$i")
+    names+=" host$i" addrs+=" 192.168.78.$i" devs+=" rxe-host$i"
+  done
+  genv+=("RDMA_VM_HOSTS=$hosts" RDMA_VM_BRIDGE=rdmabr0 "RDMA_VM_HOST_NAMES=${names# }"
+    "RDMA_VM_HOST_ADDRS=${addrs# }" "RDMA_VM_HOST_DEVS=${devs# }")
+fi
 
 {
-  printf 'RDMA_VM_ADDR_A=%q\nRDMA_VM_ADDR_B=%q\nRDMA_VM_MTU=%q\n' "$addr_a" "$addr_b" "$mtu"
+  printf 'RDMA_VM_ADDR_A=%q\nRDMA_VM_ADDR_B=%q\nRDMA_VM_MTU=%q\nRDMA_VM_HOSTS=%q\n' "$addr_a" "$addr_b" "$mtu" "$hosts"
   printf 'RDMA_VM_CMD_TIMEOUT=%q\nRDMA_VM_CWD=%q\n' "$cmd_timeout" "$PWD"
   printf 'RDMA_VM_ENV=('; printf ' %q' "${genv[@]}"; printf ' )\n'
   printf 'RDMA_VM_CMD=('; printf ' %q' "$@"; printf ' )\n'
@@ -138,7 +157,7 @@ vm_log "booting $(basename "$(dirname "$kit")") (TCG, ${cpus} vCPUs, ${mem} MiB;
     printf -v now '%(%s)T' -1
     if [ -z "$booted_at" ] && [ -f "$share/ctl/booted" ]; then
       booted_at=$now
-      vm_log "guest up and rxe0/rxe1 ready after $((now - start)) s; running: $*"
+      vm_log "guest up and rxe0/rxe1$([ "$hosts" -gt 0 ] && echo " and $hosts hosts") ready after $((now - start)) s; running: $*"
     fi
     if [ -z "$status_at" ] && [ -f "$share/ctl/status" ]; then status_at=$now; fi
     reason=""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The verbs provider's conformance suite (VerbsConformanceTest, plus the verbs-only checks of
 # VerbsOnRxeTest) and the data-plane attacks of DataPlaneAuthTest (run on tcp and verbs) over real
-# verbs: Soft-RoCE (rxe0 <-> rxe1) inside the QEMU VM of run.sh.
+# verbs: Soft-RoCE (rxe0 <-> rxe1) inside the QEMU VM of run.sh; with run.sh's --hosts 3 also
+# VerbsClusterTest (JVMs in the cluster's namespaces; skipped without it).
 #
 #   bash integration-tests/vm/verbs-conformance.sh [--no-build] [--test NAME] [run.sh options]
 #
@@ -21,6 +22,7 @@ root=$(cd "$here/../.." && pwd)
 suite=io.rdmaplane.rdma.provider.verbs.VerbsConformanceTest
 extra=io.rdmaplane.rdma.provider.verbs.VerbsOnRxeTest # verbs-only checks: file mappings, credits, busy polling
 attacks=io.rdmaplane.rdma.policy.DataPlaneAuthTest # the data plane refuses outsiders, per provider
+cluster=io.rdmaplane.rdma.provider.verbs.VerbsClusterTest # between the hosts of --hosts N
 log() { echo "verbs-conformance: $*" >&2; }
 RDMA_VM_PROG=verbs-conformance
 # shellcheck source=lib.sh
@@ -33,9 +35,10 @@ if [ "${1:-}" = --in-vm ]; then
   . "$plan"
   reports=${RDMA_VM_RESULTS:-/tmp}/junit
   mkdir -p "$reports"
-  select=(--select-class "$suite" --select-class "$extra" --select-class "$attacks")
+  select=(--select-class "$suite" --select-class "$extra" --select-class "$attacks" --select-class "$cluster")
+  export RDMA_VM_TEST_CLASSPATH=$VC_CLASSPATH   # for the JVMs VerbsClusterTest starts in the namespaces
   [ -n "$VC_TEST" ] && select+=(--include-methodname ".*[#.]$VC_TEST(\(.*\))?")
-  log "java $(java -version 2>&1 | head -1); devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
+  log "kernel $(uname -r); java $(java -version 2>&1 | head -1); devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
   t0=$(date +%s)
   rc=0
   # shellcheck disable=SC2086 # the flags are a list of words, as in surefire's argLine

@@ -24,6 +24,8 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.network.shuffle.BlockStoreClient;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.apache.spark.shuffle.BaseShuffleHandle;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleBlockResolver;
@@ -75,6 +77,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
     private volatile ExecutorRuntime runtime;
     private volatile boolean runtimeTried;
     private volatile RdmaMetricsSource source;
+    private final java.util.concurrent.atomic.AtomicBoolean listening = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile boolean stopped;
 
     /**
@@ -167,11 +170,33 @@ public final class RdmaShuffleManager implements ShuffleManager {
                 isDriver ? "driver" : "executor", reason);
     }
 
+    /**
+     * Tells the driver's registry which executors Spark removed (lost, killed, decommissioned), so a
+     * reducer whose connection to one is refused falls back to Netty at once. (Not on a block manager's
+     * removal: a live executor re-registers its block manager under the same id.)
+     */
+    static final class ExecutorRemovals extends SparkListener {
+        private final ExecutorRegistry registry;
+
+        ExecutorRemovals(ExecutorRegistry registry) {
+            this.registry = registry;
+        }
+
+        @Override
+        public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
+            registry.forget(removed.executorId());
+        }
+    }
+
     // ---------------------------------------------------------------- ShuffleManager
 
     @Override
     public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
         registerSource();
+        if (registry != null && listening.compareAndSet(false, true)) {
+            // The driver's SparkContext exists from the first shuffle on (not yet when Spark built this manager).
+            dependency.rdd().sparkContext().addSparkListener(new ExecutorRemovals(registry));
+        }
         @SuppressWarnings("unchecked")
         BaseShuffleHandle<K, V, C> base = (BaseShuffleHandle<K, V, C>) sort.registerShuffle(shuffleId, dependency);
         boolean rdma = off == null;

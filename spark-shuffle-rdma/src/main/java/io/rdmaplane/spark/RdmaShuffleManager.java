@@ -52,8 +52,8 @@ import scala.collection.Seq;
  * published for one-sided RDMA READ, and reducers fetch remote blocks over RDMA, falling back to
  * Netty per block.
  *
- * <p>Three fallback levels: the application (disabled, wire encryption asked for while the shuffle
- * bytes are plaintext, no usable provider, no registry address, or any start-up failure: this JVM
+ * <p>Three fallback levels: the application (disabled, the external shuffle service enabled (it is
+ * then the read path), wire encryption asked for while the shuffle bytes are plaintext, no usable provider, no registry address, or any start-up failure: this JVM
  * behaves exactly as sort shuffle, one WARN line says why),
  * the shuffle (more blocks than {@code maxBlocksPerShuffle}: one INFO line), and the block (in
  * the RDMA block client). A bad setting is an error naming the key, never a silent fallback.
@@ -63,6 +63,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
     private static final String PREFIX = SparkRdmaConfig.REGISTRY.prefix();
     static final String NETWORK_CRYPTO = "spark.network.crypto.enabled";
     static final String IO_ENCRYPTION = "spark.io.encryption.enabled";
+    static final String SHUFFLE_SERVICE = "spark.shuffle.service.enabled";
 
     private final SparkConf conf;
     private final boolean isDriver;
@@ -92,8 +93,12 @@ public final class RdmaShuffleManager implements ShuffleManager {
         this.sort = new SortShuffleManager(conf);
         this.metrics = new ShuffleMetrics(policyMetrics);
         ExecutorRegistry started = null;
-        String reason = settings.get(SparkRdmaConfig.ENABLED) ? encryptionConflict(conf)
-                : PREFIX + "enabled=false; set it to true to use RDMA";
+        String reason = !settings.get(SparkRdmaConfig.ENABLED) ? PREFIX + "enabled=false; set it to true to use RDMA"
+                : conf.getBoolean(SHUFFLE_SERVICE, false) ? SHUFFLE_SERVICE + "=true: the external shuffle service is the read"
+                        + " path of this application (it serves map outputs after their executor is gone, and when it has"
+                        + " dropped the application a fetch fails as with sort shuffle), so RDMA does not carry its shuffle;"
+                        + " set " + SHUFFLE_SERVICE + "=false to use RDMA"
+                : encryptionConflict(conf);
         if (reason != null) {
             // off already: nothing starts
         } else if (isDriver) {

@@ -28,7 +28,8 @@ import org.slf4j.LoggerFactory;
  * the data node (provider per configuration) with a {@link ShuffleBlockServer} answering LOCATE
  * for the {@link MapOutputStore}, a registered pool for reduce buffers, the {@link PolicyClient}
  * that READs from other executors, and a client of the driver's registry (on a node of its own,
- * {@code registry.provider}), with which this executor registered its data address.
+ * {@code registry.provider}), with which this executor registered its data address, and which tells
+ * the policy client when a peer it cannot reach was removed by Spark.
  */
 final class ExecutorRuntime implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ExecutorRuntime.class);
@@ -70,16 +71,17 @@ final class ExecutorRuntime implements AutoCloseable {
         NodeOptions nodeOptions = TransportKeys.nodeOptions(conf, bindHost);
         node = track(provider.createNode(nodeOptions));
         store = track(new MapOutputStore(node, conf.get(SparkRdmaConfig.MAP_OUTPUT_CAPACITY), metrics,
-                conf.get(SparkRdmaConfig.MAP_OUTPUT_MAP_FILES)));
+                conf.get(SparkRdmaConfig.MAP_OUTPUT_MAP_FILES), conf.get(SparkRdmaConfig.MAP_OUTPUT_MAX_PUBLISH_FAILURES)));
         pool = track(new RegisteredMemoryPool(node, TransportKeys.poolOptions(conf)));
         policyMetrics.watchPool("reduce", pool);
-        policy = track(new PolicyClient(node, options, policyMetrics));
-        server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store));
-        server.start();
         NodeOptions registryNode = new NodeOptions(new InetSocketAddress(bindHost, 0), nodeOptions.maxMessageSize(),
                 nodeOptions.operationTimeout(), nodeOptions.acceptQueueDepth(), nodeOptions.idleTimeout(), VerbsOptions.defaults());
         registry = track(new RegistryClient(Providers.select(conf.get(SparkRdmaConfig.REGISTRY_PROVIDER)), registryNode, options,
                 policyMetrics, registryAddress));
+        // A refused connection to an executor Spark removed is final: the registry knows, the reader falls back at once.
+        policy = track(new PolicyClient(node, options, policyMetrics, new PolicyClient.Listener() { }, registry::declaredLost));
+        server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store));
+        server.start();
         registry.register(executorId, server.address());
         LOG.info("RDMA shuffle: executor {} serves shuffle blocks at {} over the {} provider (registry {})", executorId,
                 server.address(), node.providerName(), registryAddress);
@@ -122,7 +124,7 @@ final class ExecutorRuntime implements AutoCloseable {
         return registry.lookup(sparkHosts);
     }
 
-    /** Closes in reverse order of opening: server, client, pool, store, then the nodes. */
+    /** Closes in reverse order of opening: server, client, registry client, pool, store, then the node. */
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {

@@ -24,6 +24,8 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.network.shuffle.BlockStoreClient;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.apache.spark.shuffle.BaseShuffleHandle;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleBlockResolver;
@@ -50,8 +52,8 @@ import scala.collection.Seq;
  * published for one-sided RDMA READ, and reducers fetch remote blocks over RDMA, falling back to
  * Netty per block.
  *
- * <p>Three fallback levels: the application (disabled, wire encryption asked for while the shuffle
- * bytes are plaintext, no usable provider, no registry address, or any start-up failure: this JVM
+ * <p>Three fallback levels: the application (disabled, the external shuffle service enabled (it is
+ * then the read path), wire encryption asked for while the shuffle bytes are plaintext, no usable provider, no registry address, or any start-up failure: this JVM
  * behaves exactly as sort shuffle, one WARN line says why),
  * the shuffle (more blocks than {@code maxBlocksPerShuffle}: one INFO line), and the block (in
  * the RDMA block client). A bad setting is an error naming the key, never a silent fallback.
@@ -61,6 +63,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
     private static final String PREFIX = SparkRdmaConfig.REGISTRY.prefix();
     static final String NETWORK_CRYPTO = "spark.network.crypto.enabled";
     static final String IO_ENCRYPTION = "spark.io.encryption.enabled";
+    static final String SHUFFLE_SERVICE = "spark.shuffle.service.enabled";
 
     private final SparkConf conf;
     private final boolean isDriver;
@@ -75,6 +78,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
     private volatile ExecutorRuntime runtime;
     private volatile boolean runtimeTried;
     private volatile RdmaMetricsSource source;
+    private final java.util.concurrent.atomic.AtomicBoolean listening = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile boolean stopped;
 
     /**
@@ -89,8 +93,12 @@ public final class RdmaShuffleManager implements ShuffleManager {
         this.sort = new SortShuffleManager(conf);
         this.metrics = new ShuffleMetrics(policyMetrics);
         ExecutorRegistry started = null;
-        String reason = settings.get(SparkRdmaConfig.ENABLED) ? encryptionConflict(conf)
-                : PREFIX + "enabled=false; set it to true to use RDMA";
+        String reason = !settings.get(SparkRdmaConfig.ENABLED) ? PREFIX + "enabled=false; set it to true to use RDMA"
+                : conf.getBoolean(SHUFFLE_SERVICE, false) ? SHUFFLE_SERVICE + "=true: the external shuffle service is the read"
+                        + " path of this application (it serves map outputs after their executor is gone, and when it has"
+                        + " dropped the application a fetch fails as with sort shuffle), so RDMA does not carry its shuffle;"
+                        + " set " + SHUFFLE_SERVICE + "=false to use RDMA"
+                : encryptionConflict(conf);
         if (reason != null) {
             // off already: nothing starts
         } else if (isDriver) {
@@ -167,11 +175,33 @@ public final class RdmaShuffleManager implements ShuffleManager {
                 isDriver ? "driver" : "executor", reason);
     }
 
+    /**
+     * Tells the driver's registry which executors Spark removed (lost, killed, decommissioned), so a
+     * reducer whose connection to one is refused falls back to Netty at once. (Not on a block manager's
+     * removal: a live executor re-registers its block manager under the same id.)
+     */
+    static final class ExecutorRemovals extends SparkListener {
+        private final ExecutorRegistry registry;
+
+        ExecutorRemovals(ExecutorRegistry registry) {
+            this.registry = registry;
+        }
+
+        @Override
+        public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
+            registry.forget(removed.executorId());
+        }
+    }
+
     // ---------------------------------------------------------------- ShuffleManager
 
     @Override
     public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
         registerSource();
+        if (registry != null && listening.compareAndSet(false, true)) {
+            // The driver's SparkContext exists from the first shuffle on (not yet when Spark built this manager).
+            dependency.rdd().sparkContext().addSparkListener(new ExecutorRemovals(registry));
+        }
         @SuppressWarnings("unchecked")
         BaseShuffleHandle<K, V, C> base = (BaseShuffleHandle<K, V, C>) sort.registerShuffle(shuffleId, dependency);
         boolean rdma = off == null;

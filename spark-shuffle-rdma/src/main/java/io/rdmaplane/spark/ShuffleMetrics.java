@@ -22,6 +22,8 @@ public final class ShuffleMetrics {
     public static final String NOT_PUBLISHED_OVER_CAP = PREFIX + "notPublished.overCap";
     /** Map outputs not published for another reason (missing or short data file, a segment too big). */
     public static final String NOT_PUBLISHED_FAILED = PREFIX + "notPublished.failed";
+    /** Map outputs not offered for publishing because publishing stopped after consecutive failures (Netty serves them). */
+    public static final String NOT_PUBLISHED_STOPPED = PREFIX + "notPublished.stopped";
     /** Blocks fetched with RDMA READ and handed to Spark. */
     public static final String FETCH_RDMA_BLOCKS = PREFIX + "fetch.rdma.blocks";
     /** Payload bytes of the blocks fetched with RDMA READ. */
@@ -41,6 +43,7 @@ public final class ShuffleMetrics {
     private final Counter publishedBytes;
     private final Counter notPublishedOverCap;
     private final Counter notPublishedFailed;
+    private final Counter notPublishedStopped;
     private final Counter fetchRdmaBlocks;
     private final Counter fetchRdmaBytes;
     private final Counter fallbackFetch;
@@ -61,6 +64,7 @@ public final class ShuffleMetrics {
         publishedBytes = registry.counter(PUBLISHED_BYTES);
         notPublishedOverCap = registry.counter(NOT_PUBLISHED_OVER_CAP);
         notPublishedFailed = registry.counter(NOT_PUBLISHED_FAILED);
+        notPublishedStopped = registry.counter(NOT_PUBLISHED_STOPPED);
         fetchRdmaBlocks = registry.counter(FETCH_RDMA_BLOCKS);
         fetchRdmaBytes = registry.counter(FETCH_RDMA_BYTES);
         fallbackFetch = registry.counter(FALLBACK_FETCH);
@@ -91,6 +95,10 @@ public final class ShuffleMetrics {
 
     public Counter notPublishedFailed() {
         return notPublishedFailed;
+    }
+
+    public Counter notPublishedStopped() {
+        return notPublishedStopped;
     }
 
     public Counter fetchRdmaBlocks() {

@@ -17,6 +17,11 @@ public final class Conf {
         this.lookup = Objects.requireNonNull(lookup, "lookup");
     }
 
+    /** The key's full name here (prefix + suffix), for messages about its value. */
+    public String name(ConfigKey<?> key) {
+        return registry.fullName(key);
+    }
+
     /**
      * The key's value, or its default when unset.
      *

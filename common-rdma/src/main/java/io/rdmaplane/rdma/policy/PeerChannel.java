@@ -67,6 +67,8 @@ final class PeerChannel {
     private int window;
     private long lastProgress;
     private long suspectSince;
+    /** The probe sent when this channel went SUSPECT went unanswered (timed out or failed). */
+    private boolean probeUnanswered;
     private byte[] clientNonce;
     private ScheduledFuture<?> handshakeTimer;
 
@@ -74,7 +76,7 @@ final class PeerChannel {
         this.owner = owner;
         this.trafficClass = trafficClass;
         this.depth = depth;
-        this.options = owner.client().options();
+        this.options = owner.options();
         this.metrics = owner.client().metrics();
         this.window = depth;
     }
@@ -316,19 +318,34 @@ final class PeerChannel {
 
     // ---------------------------------------------------------------- failure, suspicion, reconnecting
 
-    /** Periodic check: work outstanding and no progress for the detection window → suspect, probe, rebuild. */
-    void tick(long now) {
+    /**
+     * Periodic check. Suspicion means no progress, not a slow operation: work outstanding, no
+     * completion and not one byte heard from the peer on this channel for the detection window make
+     * the channel SUSPECT, and the peer is probed on the control channel. It is READY again as soon as
+     * bytes or completions move or the probe is answered; rebuilt only when neither happens within
+     * one more window. {@code pausedNanos} of the time since the last check this process did not run:
+     * not counted against the peer.
+     */
+    void tick(long now, long pausedNanos) {
         int gen;
         boolean suspect = false;
         boolean rebuild = false;
         synchronized (this) {
             gen = generation;
+            lastProgress = earliest(lastProgress + pausedNanos, now);
+            suspectSince = earliest(suspectSince + pausedNanos, now);
             long detection = options.detectionWindow().toNanos();
-            if (state == ChannelState.READY && inFlight > 0 && now - lastProgress > detection) {
-                transition(ChannelState.SUSPECT, "no progress for " + TimeUnit.NANOSECONDS.toMillis(now - lastProgress) + " ms");
+            long heard = heardNanos();
+            if (state == ChannelState.READY && inFlight > 0 && now - heard > detection) {
+                transition(ChannelState.SUSPECT, "no completion and no byte from the peer for "
+                        + TimeUnit.NANOSECONDS.toMillis(now - heard) + " ms");
                 suspectSince = now;
+                probeUnanswered = false;
                 suspect = true;
-            } else if (state == ChannelState.SUSPECT && now - suspectSince > detection) {
+            } else if (state == ChannelState.SUSPECT && heard - suspectSince > 0) {
+                lastProgress = heard;
+                transition(ChannelState.READY, "bytes from the peer are moving");
+            } else if (state == ChannelState.SUSPECT && probeUnanswered && now - suspectSince > detection) {
                 rebuild = true;
             }
         }
@@ -341,8 +358,26 @@ final class PeerChannel {
         }
     }
 
+    /** The earlier of two {@link System#nanoTime()} values. */
+    private static long earliest(long a, long b) {
+        return b - a < 0 ? b : a;
+    }
+
+    /** The later of two {@link System#nanoTime()} values. */
+    private static long latest(long a, long b) {
+        return b - a > 0 ? b : a;
+    }
+
+    /** When the peer was last heard from on this channel: a completion, or bytes arriving. */
+    synchronized long heardNanos() {
+        return channel == null ? lastProgress : latest(lastProgress, channel.lastHeardNanos());
+    }
+
     private void probeAnswered(int gen, boolean answered) {
         synchronized (this) {
+            if (!answered && gen == generation && state == ChannelState.SUSPECT) {
+                probeUnanswered = true; // the next tick rebuilds unless bytes moved meanwhile
+            }
             if (answered && gen == generation && state == ChannelState.SUSPECT) {
                 lastProgress = System.nanoTime(); // the peer is alive, only slow: give it another window
                 transition(ChannelState.READY, "the peer answered a probe");
@@ -406,7 +441,17 @@ final class PeerChannel {
             fail(gen, "gave up after " + options.reconnectMaxAttempts() + " attempts; last: " + why);
         } else {
             scheduleAttempt();
+            owner.connectAttemptFailed();
         }
+    }
+
+    /** Gives up now, whatever attempt is pending (the peer is known gone): waiting work fails so callers fall back. */
+    void abandon(String why) {
+        int gen;
+        synchronized (this) {
+            gen = generation;
+        }
+        fail(gen, why);
     }
 
     private void scheduleAttempt() {

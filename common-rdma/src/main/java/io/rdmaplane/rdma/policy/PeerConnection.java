@@ -23,17 +23,20 @@ import java.util.zip.CRC32C;
 public final class PeerConnection implements AutoCloseable {
     private final PolicyClient client;
     private final InetSocketAddress address;
+    /** The client's options as they apply to this peer (its detection window and reconnect settings). */
+    private final PolicyOptions options;
     private final PeerChannel control;
     private final PeerChannel data;
     private final AtomicLong bytesInFlight = new AtomicLong();
     private final Map<Long, PendingRequest> requests = new ConcurrentHashMap<>();
     private final AtomicBoolean firstBlockClaimed = new AtomicBoolean();
+    private final AtomicBoolean askingLiveness = new AtomicBoolean();
     private volatile boolean failed;
 
     PeerConnection(PolicyClient client, InetSocketAddress address) {
         this.client = client;
         this.address = address;
-        PolicyOptions options = client.options();
+        this.options = client.options().forPeer(address);
         this.control = new PeerChannel(this, TrafficClass.CONTROL, options.controlQueueDepth());
         this.data = new PeerChannel(this, TrafficClass.DATA, options.dataQueueDepth());
     }
@@ -78,7 +81,7 @@ public final class PeerConnection implements AutoCloseable {
         ping.future.whenComplete((r, e) -> requests.remove(ping.id));
         control.submit(new MessageWork(new ControlFrame(Type.PING, ping.id, null), ping));
         client.schedule(() -> ping.future.completeExceptionally(new TimeoutException("no PONG")),
-                client.options().detectionWindow().toNanos());
+                options.detectionWindow().toNanos());
         return ping.future.thenApply(r -> null);
     }
 
@@ -297,6 +300,24 @@ public final class PeerConnection implements AutoCloseable {
         }
     }
 
+    /**
+     * A connect attempt of one of the channels failed: if the peer is known gone for good
+     * ({@link PolicyClient.Liveness}), both channels give up now and callers fall back.
+     */
+    void connectAttemptFailed() {
+        if (!askingLiveness.compareAndSet(false, true)) {
+            return; // one question at a time: the other channel asked already
+        }
+        client.declaredLost(address).whenComplete((lost, error) -> {
+            askingLiveness.set(false);
+            if (Boolean.TRUE.equals(lost)) {
+                String why = "the peer was declared lost (it no longer serves at " + address + "); not trying again";
+                control.abandon(why);
+                data.abandon(why);
+            }
+        });
+    }
+
     void channelFailed(PeerChannel channel) {
         failed = true;
         client.peerFailed(this);
@@ -306,13 +327,17 @@ public final class PeerConnection implements AutoCloseable {
         return client;
     }
 
+    PolicyOptions options() {
+        return options;
+    }
+
     PeerChannel channel(TrafficClass trafficClass) {
         return trafficClass == TrafficClass.CONTROL ? control : data;
     }
 
-    void tick(long now) {
-        control.tick(now);
-        data.tick(now);
+    void tick(long now, long pausedNanos) {
+        control.tick(now, pausedNanos);
+        data.tick(now, pausedNanos);
     }
 
     @Override

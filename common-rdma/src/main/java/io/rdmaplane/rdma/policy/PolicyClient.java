@@ -5,6 +5,7 @@ import java.net.InetSocketAddress;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
@@ -37,7 +38,21 @@ public final class PolicyClient implements AutoCloseable {
         }
     }
 
+    /**
+     * Who knows whether a peer is gone for good (in Spark: the driver's registry, told by Spark when it
+     * removes an executor). Asked when a connect attempt to the peer fails: true gives the peer up at
+     * once, so callers fall back without waiting through the remaining reconnect attempts.
+     */
+    @FunctionalInterface
+    public interface Liveness {
+        Liveness UNKNOWN = peer -> CompletableFuture.completedFuture(false);
+
+        /** Completes with true when nothing serves at {@code peer} any more; must not block. */
+        CompletableFuture<Boolean> declaredLost(InetSocketAddress peer);
+    }
+
     private final Node node;
+    private final Liveness liveness;
     private final PolicyOptions options;
     private final PolicyMetrics metrics;
     private final Listener listener;
@@ -49,6 +64,8 @@ public final class PolicyClient implements AutoCloseable {
     private final AtomicBoolean starved = new AtomicBoolean();
     private final AtomicLong requestIds = new AtomicLong();
     private final ScheduledThreadPoolExecutor timer;
+    private final long tickNanos;
+    private long lastTick; // only the timer thread touches it
     private volatile boolean closed;
 
     public PolicyClient(Node node, PolicyOptions options, PolicyMetrics metrics) {
@@ -56,7 +73,12 @@ public final class PolicyClient implements AutoCloseable {
     }
 
     public PolicyClient(Node node, PolicyOptions options, PolicyMetrics metrics, Listener listener) {
+        this(node, options, metrics, listener, Liveness.UNKNOWN);
+    }
+
+    public PolicyClient(Node node, PolicyOptions options, PolicyMetrics metrics, Listener listener, Liveness liveness) {
         this.node = node;
+        this.liveness = java.util.Objects.requireNonNull(liveness, "liveness");
         this.options = options;
         this.metrics = metrics;
         this.listener = listener;
@@ -67,7 +89,8 @@ public final class PolicyClient implements AutoCloseable {
             return t;
         });
         timer.setRemoveOnCancelPolicy(true);
-        long tick = Math.max(1, options.detectionWindow().toMillis() / 4);
+        long tick = Math.max(1, options.shortestDetectionWindow().toMillis() / 4);
+        this.tickNanos = TimeUnit.MILLISECONDS.toNanos(tick);
         timer.scheduleWithFixedDelay(this::tick, tick, tick, TimeUnit.MILLISECONDS);
         metrics.gauge("rdma.read.inFlightBytes", bytesInFlight::get);
     }
@@ -114,7 +137,7 @@ public final class PolicyClient implements AutoCloseable {
                 connection.close();
                 LOG.info("forgetting the failed connection to {}; the next use reconnects", connection.address());
             }
-        }, options.reconnectCap().toNanos());
+        }, connection.options().reconnectCap().toNanos());
     }
 
     // ---------------------------------------------------------------- shared machinery
@@ -162,13 +185,20 @@ public final class PolicyClient implements AutoCloseable {
         }, delayNanos, TimeUnit.NANOSECONDS);
     }
 
+    /**
+     * The detection check of every peer. Time this process did not run (a GC pause, SIGSTOP, a host so
+     * busy the timer thread ran late) is not the peer's silence: beyond two tick intervals, the gap
+     * since the previous check is passed on as a pause, which the channels do not count.
+     */
     private void tick() {
         long now = System.nanoTime();
+        long paused = lastTick == 0 ? 0 : Math.max(0, now - lastTick - 2 * tickNanos);
+        lastTick = now;
         for (PeerConnection connection : peers.values()) {
-            connection.tick(now);
+            connection.tick(now, paused);
         }
         for (PeerConnection connection : dedicated) {
-            connection.tick(now);
+            connection.tick(now, paused);
         }
     }
 
@@ -182,6 +212,16 @@ public final class PolicyClient implements AutoCloseable {
 
     void reconnectAttempted(PeerChannel channel, int attempt) {
         listener.reconnectAttempted(channel.owner().address(), channel.trafficClass(), attempt);
+    }
+
+    /** Whether {@code peer} is gone for good, as {@link Liveness} says; false when it cannot tell. */
+    CompletableFuture<Boolean> declaredLost(InetSocketAddress peer) {
+        try {
+            return liveness.declaredLost(peer).exceptionally(e -> false);
+        } catch (RuntimeException e) {
+            LOG.debug("liveness check of {} failed", peer, e);
+            return CompletableFuture.completedFuture(false);
+        }
     }
 
     long nextRequestId() {

@@ -43,6 +43,7 @@ public abstract class AbstractChannel implements Channel {
     private volatile ChannelHandler handler;
     private volatile int maxMessageSize;
     private volatile long lastProgress = System.nanoTime();
+    private volatile long lastHeard = lastProgress;
     private volatile SocketAddress remote;
 
     /**
@@ -200,6 +201,18 @@ public abstract class AbstractChannel implements Channel {
     /** The peer made progress (bytes moved, a completion): the operation timeout counts from now. */
     protected final void progress() {
         lastProgress = System.nanoTime();
+    }
+
+    /** The peer was heard from (bytes arrived, an operation completed): progress, and a sign of life. */
+    protected final void heard() {
+        long now = System.nanoTime();
+        lastProgress = now;
+        lastHeard = now;
+    }
+
+    @Override
+    public final long lastHeardNanos() {
+        return lastHeard;
     }
 
     protected final boolean accepted() {

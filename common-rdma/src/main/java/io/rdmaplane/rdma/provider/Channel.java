@@ -41,6 +41,14 @@ public interface Channel extends AutoCloseable {
     /** Operations posted and not yet completed. */
     int outstanding();
 
+    /**
+     * {@link System#nanoTime()} of the last time the peer was heard from on this channel: bytes
+     * arrived, or an operation completed (what this node posts or writes does not count). A large
+     * READ on a busy host moves bytes long before it completes; a cut or hung link moves none.
+     * Only differences between two values mean anything.
+     */
+    long lastHeardNanos();
+
     /** True until the channel is closed or broken. */
     boolean isOpen();
 

@@ -26,11 +26,21 @@ import org.slf4j.LoggerFactory;
  * a REGISTER of the same id from another host is someone else's, and is refused (REFUSED, with the
  * reason) and logged; one from the same host (a restarted data node) updates the address. Readers
  * also check a LOOKUP answer against Spark's own view of the executor ({@link RegistryClient}).
+ *
+ * <p>An executor Spark removed ({@link #forget}, told by the driver's listener) is answered REMOVED
+ * from then on, and a later REGISTER of its id is refused: a reducer whose connection to it is
+ * refused asks, and falls back to Netty at once instead of going through its reconnect attempts.
+ * Removed ids are kept (a few bytes each) up to {@value #MAX_REMOVED_KEPT}, the oldest dropped first.
  */
 public final class ExecutorRegistry implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ExecutorRegistry.class);
 
+    /** Removed executor ids remembered at most; an id older than that is answered as unknown (Netty too). */
+    static final int MAX_REMOVED_KEPT = 100_000;
+
     private final Map<String, Entry> executors = new ConcurrentHashMap<>();
+    /** Ids Spark removed, oldest first; guarded by itself. */
+    private final java.util.LinkedHashSet<String> removed = new java.util.LinkedHashSet<>();
     private final Node node;
     private final PolicyServer server;
 
@@ -62,6 +72,9 @@ public final class ExecutorRegistry implements AutoCloseable {
         if (request.type() == RegistryProtocol.Type.REGISTER) {
             return register(request, host(peer.address()));
         }
+        if (isRemoved(request.executorId())) { // first: a REGISTER racing the removal may have left an entry
+            return RegistryProtocol.removed();
+        }
         Entry known = executors.get(request.executorId());
         return known == null ? RegistryProtocol.lookupAnswer(null, 0)
                 : RegistryProtocol.lookupAnswer(known.address().getHostString(), known.address().getPort());
@@ -69,6 +82,11 @@ public final class ExecutorRegistry implements AutoCloseable {
 
     private ByteBuffer register(RegistryProtocol.Request request, String from) {
         String id = request.executorId();
+        if (isRemoved(id)) {
+            LOG.warn("RDMA shuffle registry: refused a REGISTER of executor {} at {}:{} from {}: Spark removed that executor",
+                    id, request.host(), request.port(), from);
+            return RegistryProtocol.refused("executor " + id + " was removed by Spark; its id is not registered again");
+        }
         Entry offered = new Entry(from, request.address());
         Entry previous = executors.get(id); // for the log line only
         Entry kept = executors.compute(id, (key, old) -> old == null || old.registrant().equals(from) ? offered : old);
@@ -83,6 +101,32 @@ public final class ExecutorRegistry implements AutoCloseable {
             LOG.info("RDMA shuffle registry: executor {} serves shuffle blocks at {}:{}", id, request.host(), request.port());
         }
         return RegistryProtocol.registered();
+    }
+
+    /**
+     * Spark removed executor {@code executorId} (it died, was killed or decommissioned): LOOKUPs of it
+     * are answered REMOVED from now on. Idempotent.
+     */
+    public void forget(String executorId) {
+        synchronized (removed) {
+            if (!removed.add(executorId)) {
+                return;
+            }
+            if (removed.size() > MAX_REMOVED_KEPT) {
+                java.util.Iterator<String> oldest = removed.iterator();
+                oldest.next();
+                oldest.remove();
+            }
+        }
+        Entry gone = executors.remove(executorId);
+        LOG.info("RDMA shuffle registry: executor {} was removed by Spark{}; reducers asking for it fall back to Netty",
+                executorId, gone == null ? "" : " (it served at " + gone.address().getHostString() + ":" + gone.address().getPort() + ")");
+    }
+
+    private boolean isRemoved(String executorId) {
+        synchronized (removed) {
+            return removed.contains(executorId);
+        }
     }
 
     /** The host a request came from (its IP address when known). */

@@ -12,8 +12,10 @@ import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -135,8 +137,9 @@ public final class RegistryClient implements AutoCloseable {
         for (Map.Entry<String, CompletableFuture<ByteBuffer>> e : asked.entrySet()) {
             String id = e.getKey();
             try {
-                InetSocketAddress answer = RegistryProtocol.decodeLookupAnswer(
+                RegistryProtocol.Lookup lookup = RegistryProtocol.decodeLookupAnswer(
                         e.getValue().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS));
+                InetSocketAddress answer = lookup.address();
                 if (answer == null) {
                     missedAt.put(id, System.nanoTime());
                 } else {
@@ -155,6 +158,44 @@ public final class RegistryClient implements AutoCloseable {
             }
         }
         return out;
+    }
+
+    /**
+     * Whether Spark removed every executor this client found at {@code peer} (true: nothing serves
+     * there any more, so a refused connection is final). Asks the registry about each; one it
+     * says REMOVED is dropped from the cache. False for an address no found executor has, or when
+     * the registry does not answer. Never blocks.
+     */
+    public CompletableFuture<Boolean> declaredLost(InetSocketAddress peer) {
+        List<String> ids = new ArrayList<>();
+        found.forEach((id, address) -> {
+            if (address.equals(peer)) {
+                ids.add(id);
+            }
+        });
+        if (ids.isEmpty()) {
+            return CompletableFuture.completedFuture(false);
+        }
+        List<CompletableFuture<Boolean>> answers = new ArrayList<>();
+        for (String id : ids) {
+            CompletableFuture<ByteBuffer> asked;
+            try {
+                asked = client.peer(registry).request(RegistryProtocol.lookup(id));
+            } catch (RuntimeException e) {
+                return CompletableFuture.completedFuture(false);
+            }
+            answers.add(asked.thenApply(answer -> {
+                if (!RegistryProtocol.decodeLookupAnswer(answer).removed()) {
+                    return false;
+                }
+                if (found.remove(id, peer)) {
+                    LOG.info("RDMA shuffle: executor {} at {} was removed by Spark; its blocks go over Netty", id, peer);
+                }
+                return true;
+            }).exceptionally(error -> false));
+        }
+        return CompletableFuture.allOf(answers.toArray(CompletableFuture[]::new))
+                .thenApply(v -> answers.stream().allMatch(CompletableFuture::join));
     }
 
     /** The cached address of {@code executorId}, or null. */

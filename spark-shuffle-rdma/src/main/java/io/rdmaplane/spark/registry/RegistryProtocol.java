@@ -12,15 +12,16 @@ import java.nio.ByteBuffer;
  * fields, big-endian; the policy layer CRC-checks every frame): REGISTER {@code string executorId,
  * string host, int port}, answered by REGISTERED (no fields) or REFUSED {@code string reason} (the
  * id is bound to another registrant); LOOKUP {@code string executorId},
- * answered by LOOKUP_ANSWER {@code bool found}, then if found {@code string host, int port}.
+ * answered by LOOKUP_ANSWER {@code bool found}, then if found {@code string host, int port}, or by
+ * REMOVED (no fields: Spark removed that executor, so nothing serves at its old address).
  * A string is a u16 byte count and that many bytes of UTF-8, at most {@value #MAX_STRING_BYTES}
  * ({@value #MAX_REASON_BYTES} for a reason).
  * Decoders check every length against its bound and the bytes left and throw
  * {@link MalformedMessageException} naming the field.
  */
 public final class RegistryProtocol {
-    /** 2: the first on the shared codec; 3: REFUSED. */
-    public static final int VERSION = 3;
+    /** 2: the first on the shared codec; 3: REFUSED; 4: REMOVED. */
+    public static final int VERSION = 4;
     /** The longest executor id or host name a message carries. */
     public static final int MAX_STRING_BYTES = 1024;
     /** The longest reason a REFUSED carries. */
@@ -31,7 +32,8 @@ public final class RegistryProtocol {
         REGISTERED(0x21),
         LOOKUP(0x22),
         LOOKUP_ANSWER(0x23),
-        REFUSED(0x24);
+        REFUSED(0x24),
+        REMOVED(0x25);
 
         private final int wireId;
 
@@ -119,17 +121,33 @@ public final class RegistryProtocol {
         return out.finish();
     }
 
+    /** The answer to a LOOKUP of an executor Spark removed. */
+    public static ByteBuffer removed() {
+        return PROTOCOL.write(Type.REMOVED).finish();
+    }
+
+    /** What a LOOKUP found: an address (unresolved), or none, with {@code removed} when Spark removed the executor. */
+    public record Lookup(InetSocketAddress address, boolean removed) {
+        static final Lookup UNKNOWN = new Lookup(null, false);
+        static final Lookup GONE = new Lookup(null, true);
+    }
+
     /**
-     * Decodes a LOOKUP answer: the address (unresolved), or null when the executor is not registered.
+     * Decodes the answer to a LOOKUP (LOOKUP_ANSWER or REMOVED).
      *
      * @throws MalformedMessageException naming the field that is malformed
      */
-    public static InetSocketAddress decodeLookupAnswer(ByteBuffer in) {
-        MessageReader<Type> r = PROTOCOL.read(in, Type.LOOKUP_ANSWER);
-        InetSocketAddress address = r.bool("found") ? InetSocketAddress.createUnresolved(r.string("host", MAX_STRING_BYTES), port(r))
-                : null;
+    public static Lookup decodeLookupAnswer(ByteBuffer in) {
+        MessageReader<Type> r = PROTOCOL.read(in);
+        Lookup lookup = switch (r.type()) {
+            case LOOKUP_ANSWER -> r.bool("found")
+                    ? new Lookup(InetSocketAddress.createUnresolved(r.string("host", MAX_STRING_BYTES), port(r)), false)
+                    : Lookup.UNKNOWN;
+            case REMOVED -> Lookup.GONE;
+            default -> throw r.malformed("type", "expected a registry LOOKUP_ANSWER message, was " + r.type());
+        };
         r.end();
-        return address;
+        return lookup;
     }
 
     private static int port(MessageReader<Type> r) {

@@ -54,6 +54,8 @@ public final class MapOutputStore implements AutoCloseable {
     public static final long MAX_REGION_BYTES = 1L << 30;
     /** Seconds the memory of a deregistered map output waits before a later publish reuses it. */
     public static final int DEFAULT_QUARANTINE_SECONDS = 5;
+    /** The default of {@code spark.shuffle.rdma.mapOutput.maxPublishFailures}. */
+    public static final int DEFAULT_MAX_PUBLISH_FAILURES = 3;
 
     private static final Logger LOG = LoggerFactory.getLogger(MapOutputStore.class);
 
@@ -67,6 +69,10 @@ public final class MapOutputStore implements AutoCloseable {
     /** Null when told to copy every map output. */
     private final MappedPublisher mapped;
     private final CopyingPublisher copying;
+    /** Consecutive publisher failures after which publishing stops for good (0: never). */
+    private final int maxConsecutiveFailures;
+    private final java.util.concurrent.atomic.AtomicInteger consecutiveFailures = new java.util.concurrent.atomic.AtomicInteger();
+    private volatile boolean stopped;
     private volatile boolean closed;
 
     /** The map outputs of one shuffle; once closed (removed), nothing is added. */
@@ -84,6 +90,19 @@ public final class MapOutputStore implements AutoCloseable {
      *                 provider can register them; false copies every map output
      */
     public MapOutputStore(Node node, long capacityBytes, ShuffleMetrics metrics, boolean mapFiles) {
+        this(node, capacityBytes, metrics, mapFiles, DEFAULT_MAX_PUBLISH_FAILURES);
+    }
+
+    /**
+     * @param maxConsecutiveFailures consecutive failures to register a map output (the data node is
+     *                               broken) after which this store publishes nothing more, said once
+     *                               in the log; 0 never stops
+     */
+    public MapOutputStore(Node node, long capacityBytes, ShuffleMetrics metrics, boolean mapFiles, int maxConsecutiveFailures) {
+        if (maxConsecutiveFailures < 0) {
+            throw new IllegalArgumentException("maxConsecutiveFailures must be at least 0, was " + maxConsecutiveFailures);
+        }
+        this.maxConsecutiveFailures = maxConsecutiveFailures;
         this.cap = new RegisteredBytes(capacityBytes);
         this.metrics = metrics;
         this.mapped = mapFiles ? new MappedPublisher(node, cap, allocator) : null;
@@ -93,6 +112,10 @@ public final class MapOutputStore implements AutoCloseable {
     /** Frames and registers every non-empty partition of a committed map output; false if over cap/failed (logged, counted). */
     public boolean publish(int shuffleId, long mapId, File dataFile, long[] partitionLengths) {
         if (closed || removed.contains(shuffleId)) {
+            return false;
+        }
+        if (stopped) {
+            metrics.notPublishedStopped().inc();
             return false;
         }
         long payload = 0;
@@ -121,8 +144,11 @@ public final class MapOutputStore implements AutoCloseable {
         } catch (OverCapException e) {
             return overCap(shuffleId, mapId, e.bytes);
         } catch (IOException | RuntimeException e) {
-            return failed(shuffleId, mapId, dataFile, e.toString());
+            failed(shuffleId, mapId, dataFile, e.toString());
+            publisherFailed(e);
+            return false;
         }
+        consecutiveFailures.set(0);
         if (!keep(shuffleId, mapId, output)) {
             return false;
         }
@@ -266,6 +292,27 @@ public final class MapOutputStore implements AutoCloseable {
                     + " over RDMA", shuffleId, mapId, bytes, cap.capacity(), cap.used());
         }
         return false;
+    }
+
+    /** One more failure of the publisher itself (registering, copying): past the bound, publishing stops. */
+    private void publisherFailed(Exception e) {
+        int failures = consecutiveFailures.incrementAndGet();
+        if (maxConsecutiveFailures > 0 && failures >= maxConsecutiveFailures && !stopped) {
+            synchronized (this) {
+                if (stopped) {
+                    return;
+                }
+                stopped = true;
+            }
+            LOG.warn("RDMA shuffle: {} map outputs in a row could not be published (last: {}); this executor stops publishing"
+                    + " map outputs for RDMA READ, and Spark's block transfer serves every later one (see"
+                    + " spark.shuffle.rdma.mapOutput.maxPublishFailures)", failures, e.toString());
+        }
+    }
+
+    /** True once publishing stopped after consecutive failures: nothing more is published. */
+    public boolean publishingStopped() {
+        return stopped;
     }
 
     private boolean failed(int shuffleId, long mapId, File dataFile, String why) {

@@ -29,8 +29,9 @@ class RegistryTest {
         r = RegistryProtocol.decodeRequest(RegistryProtocol.lookup("exécuteur"));
         assertEquals("exécuteur", r.executorId());
         assertEquals(Type.LOOKUP, r.type());
-        assertNull(RegistryProtocol.decodeLookupAnswer(RegistryProtocol.lookupAnswer(null, 0)));
-        InetSocketAddress a = RegistryProtocol.decodeLookupAnswer(RegistryProtocol.lookupAnswer("h", 9));
+        assertNull(RegistryProtocol.decodeLookupAnswer(RegistryProtocol.lookupAnswer(null, 0)).address());
+        assertTrue(RegistryProtocol.decodeLookupAnswer(RegistryProtocol.removed()).removed());
+        InetSocketAddress a = RegistryProtocol.decodeLookupAnswer(RegistryProtocol.lookupAnswer("h", 9)).address();
         assertEquals("h", a.getHostString());
         assertEquals(9, a.getPort());
         RegistryProtocol.decodeRegistered(RegistryProtocol.registered());
@@ -67,7 +68,7 @@ class RegistryTest {
         java.util.Random random = new java.util.Random(20250613);
         List<ByteBuffer> seeds = List.of(RegistryProtocol.register("17", "10.1.2.3", 4711), RegistryProtocol.lookup("exécuteur"),
                 RegistryProtocol.lookupAnswer("host.example", 7337), RegistryProtocol.lookupAnswer(null, 0),
-                RegistryProtocol.registered(), RegistryProtocol.refused("executor 17 is registered from 10.0.0.9"));
+                RegistryProtocol.removed(), RegistryProtocol.registered(), RegistryProtocol.refused("executor 17 is registered from 10.0.0.9"));
         int decoded = 0;
         for (int round = 0; round < 5_000; round++) {
             ByteBuffer input = WireFuzz.mutation(random, seeds, round, 32);

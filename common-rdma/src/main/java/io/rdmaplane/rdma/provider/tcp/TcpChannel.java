@@ -388,7 +388,7 @@ final class TcpChannel extends AbstractChannel {
                     break;
                 }
                 bytesThisTurn += n;
-                progress();
+                heard();
                 if (payload != null && !payload.hasRemaining()) {
                     onPayload();
                 }

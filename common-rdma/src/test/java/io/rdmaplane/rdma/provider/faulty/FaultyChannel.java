@@ -35,6 +35,8 @@ final class FaultyChannel implements Channel {
     private volatile ChannelHandler handler;
     private volatile boolean cut;
     private volatile boolean closedHere;
+    /** What a stall froze: the wrapped channel's progress is not seen while the node holds. */
+    private volatile long progressSeen = System.nanoTime();
 
     /** A channel a peer opened; its handler comes from the acceptor. */
     FaultyChannel(FaultyNode node, Channel inner) {
@@ -205,6 +207,24 @@ final class FaultyChannel implements Channel {
     @Override
     public int outstanding() {
         return outstanding.get();
+    }
+
+    /** The wrapped channel's progress, except during a stall or after a cut: then none is seen; during a crawl, now. */
+    @Override
+    public long lastHeardNanos() {
+        if (node.crawling() && !cut && !closedHere) {
+            progressSeen = System.nanoTime();
+            return progressSeen;
+        }
+        if (holds() || cut) {
+            return progressSeen;
+        }
+        Channel wrapped = inner;
+        long now = wrapped == null ? progressSeen : wrapped.lastHeardNanos();
+        if (now - progressSeen > 0) {
+            progressSeen = now;
+        }
+        return progressSeen;
     }
 
     @Override

@@ -29,6 +29,8 @@ import org.slf4j.LoggerFactory;
  * <li>{@link #cutConnections()}: every channel of this node breaks at once, as a pulled cable;</li>
  * <li>{@link #stall(boolean)}: this node's peers stop answering it (completions and messages are
  * held back, then delivered in order), as a hung link;</li>
+ * <li>{@link #crawl(boolean)}: as a stall, but bytes keep arriving (the peer is heard), as a link
+ * so saturated that nothing completes and every answer waits behind bulk data;</li>
  * <li>{@link #corruptReads(int)} and {@link #corruptSends(int)}: one bit flipped in what lands here
  * or leaves here, as corruption on the wire;</li>
  * <li>{@link #closeAfterRequests(int)}: the node closes itself after answering so many requests, as
@@ -49,6 +51,7 @@ public final class FaultyNode implements Node {
     private volatile int dieAfterRequests;
     private final CompletableFuture<Void> terminated = new CompletableFuture<>();
     private volatile boolean stalled;
+    private volatile boolean crawling;
     private volatile boolean closed;
 
     public FaultyNode(Node inner) {
@@ -83,6 +86,19 @@ public final class FaultyNode implements Node {
                 channel.resume();
             }
         }
+    }
+
+    /**
+     * Starts (or ends) a crawl: what this node hears from its peers waits as in a {@link #stall}, but its
+     * channels keep reporting bytes arriving ({@link io.rdmaplane.rdma.provider.Channel#lastHeardNanos}).
+     */
+    public void crawl(boolean crawl) {
+        crawling = crawl;
+        stall(crawl);
+    }
+
+    boolean crawling() {
+        return crawling && !closed;
     }
 
     /** Flips one bit in each of the next {@code reads} READ payloads that land on this node. */

@@ -509,7 +509,7 @@ final class VerbsChannel extends AbstractChannel {
             if (index >= ops.length || (op = ops[index]) == null) {
                 return; // already failed by a close: this is its flush
             }
-            progress();
+            heard();
             if (index < queueDepth()) {
                 sqFree++;
                 if (status == WcStatus.SUCCESS && --op.piecesLeft > 0) {
@@ -559,7 +559,7 @@ final class VerbsChannel extends AbstractChannel {
                 return;
             }
             buffer = slab;
-            progress();
+            heard();
             if (byteLength >= Frames.HEADER) {
                 credits += Frames.credits(buffer, offset);
             }
@@ -636,7 +636,7 @@ final class VerbsChannel extends AbstractChannel {
             agreeMaxMessageSize(peerMax);
             credits += peerReceives - 1; // our own HELLO took one of the peer's buffers
             state = State.OPEN;
-            progress();
+            heard();
             holdForAccept = accepted();
         }
         if (!accepted()) {

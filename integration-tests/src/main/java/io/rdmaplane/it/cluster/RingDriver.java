@@ -16,7 +16,7 @@ import java.util.function.Predicate;
 public final class RingDriver implements AutoCloseable {
     /** What one {@code shuffle} command gave. */
     public record Result(String name, boolean failed, String failure, long count, String hash, long expectedCount, String expectedHash,
-            long millis) {
+            long millis, int stageResubmits) {
         public boolean equalsExpected() {
             return !failed && count == expectedCount && hash.equals(expectedHash);
         }
@@ -48,6 +48,8 @@ public final class RingDriver implements AutoCloseable {
     final RingProcess process;
     private long offset;
     private String partial = "";
+    /** Times the DAGScheduler resubmitted failed stages (a fetch failure: map outputs recomputed) since the last shuffle began. */
+    private int resubmits;
     /** Lines read from the log but not yet looked at. */
     private final java.util.ArrayDeque<String> pending = new java.util.ArrayDeque<>();
 
@@ -58,6 +60,7 @@ public final class RingDriver implements AutoCloseable {
 
     /** Runs a shuffle; {@code atReduce} (a fault) runs when its reduce stage is submitted, before its result is awaited. */
     public Result shuffle(String name, Workload w, Runnable atReduce, Duration deadline) {
+        resubmits = 0;
         process.send(w.command(name));
         if (atReduce != null) {
             String line = awaitLine(l -> l.equals("RING-REDUCING " + name) || l.startsWith("RING-FAILED " + name + " "), deadline,
@@ -75,11 +78,11 @@ public final class RingDriver implements AutoCloseable {
         }
         Map<String, String> f = fields(line.substring(("RING-RESULT " + name + " ").length()), " ");
         return new Result(name, false, "", Long.parseLong(f.get("count")), f.get("hash"), Long.parseLong(f.get("expectedCount")),
-                f.get("expectedHash"), Long.parseLong(f.get("millis")));
+                f.get("expectedHash"), Long.parseLong(f.get("millis")), resubmits);
     }
 
-    private static Result failed(String name, String line) {
-        return new Result(name, true, line, 0, "", 0, "", 0);
+    private Result failed(String name, String line) {
+        return new Result(name, true, line, 0, "", 0, "", 0, resubmits);
     }
 
     /** Reports of {@code executors} executors (asked again until that many answer, for at most {@code deadline}). */
@@ -134,6 +137,9 @@ public final class RingDriver implements AutoCloseable {
             pending.addAll(newLines());
             while (!pending.isEmpty()) {
                 String line = pending.poll();
+                if (line.contains("DAGScheduler - Resubmitting failed stages")) {
+                    resubmits++;
+                }
                 if (match.test(line)) {
                     return line;
                 }

@@ -47,17 +47,19 @@ public final class RingSession implements AutoCloseable {
     }
 
     /** One fault's outcome: the report's row. */
-    public record Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long reconnects,
-            long fallbackFetch, long fallbackApp, long fallbackShuffle, long rdmaBlocks, int replaced, String resources, long lost,
-            long duplicated) {
-        static String header() {
-            return String.format(Locale.ROOT, "%-18s %-6s %8s %9s %10s %5s %6s %5s %5s %7s %4s  %s", "case", "result", "job ms", "+ms", "recover ms",
-                    "recon", "fb.fet", "fb.sh", "fb.ap", "rdma.bl", "repl", "resources (executor: threads, fds, registered bytes before->after)");
+    public record Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long suspected,
+            long reconnects, long fallbackFetch, long fallbackShuffle, long fallbackApp, int stageResubmits, long rdmaBlocks, int replaced,
+            String resources, long lost, long duplicated) {
+        public static String header() {
+            return String.format(Locale.ROOT, "%-18s %-6s %8s %9s %10s %5s %5s %6s %5s %5s %6s %7s %4s  %s", "case", "result", "job ms", "+ms",
+                    "recover ms", "susp", "recon", "fb.fet", "fb.sh", "fb.ap", "stage.", "rdma.bl", "repl",
+                    "resources (executor: threads, fds, registered bytes before->after)");
         }
 
-        String line() {
-            return String.format(Locale.ROOT, "%-18s %-6s %8d %9d %10d %5d %6d %5d %5d %7d %4d  %s", fault, ok ? "same" : "DIFF", jobMillis,
-                    extraMillis, recoveredMillis, reconnects, fallbackFetch, fallbackShuffle, fallbackApp, rdmaBlocks, replaced, resources)
+        public String line() {
+            return String.format(Locale.ROOT, "%-18s %-6s %8d %9d %10d %5d %5d %6d %5d %5d %6d %7d %4d  %s", fault, ok ? "same" : "DIFF", jobMillis,
+                    extraMillis, recoveredMillis, suspected, reconnects, fallbackFetch, fallbackShuffle, fallbackApp, stageResubmits, rdmaBlocks,
+                    replaced, resources)
                     + (detail.isEmpty() ? "" : "\n    " + detail);
         }
     }
@@ -261,10 +263,25 @@ public final class RingSession implements AutoCloseable {
                     .append(registered(e.getValue())).append("; ");
         }
         return new Row(fault, ok, detail.toString().trim(), r.millis(), r.millis() - clean.millis(), recovered,
-                delta(before, after, "rdma.reconnects"), delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
-                delta(before, after, ShuffleMetrics.FALLBACK_APP),
+                deltaMatching(before, after, "_to_suspect"), delta(before, after, "rdma.reconnects"),
+                delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
                 RingDriver.number(after.driver(), ShuffleMetrics.FALLBACK_SHUFFLE) - RingDriver.number(before.driver(), ShuffleMetrics.FALLBACK_SHUFFLE),
-                delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS), replaced, resources.toString().trim(), r.lost(), r.duplicated());
+                delta(before, after, ShuffleMetrics.FALLBACK_APP), r.stageResubmits(), delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS),
+                replaced, resources.toString().trim(), r.lost(), r.duplicated());
+    }
+
+    /** The growth of every {@code rdma.state.*} counter whose name ends with {@code suffix} (channel state transitions). */
+    private static long deltaMatching(RingDriver.Reports before, RingDriver.Reports after, String suffix) {
+        long sum = 0;
+        for (Map.Entry<String, Map<String, String>> e : after.executors().entrySet()) {
+            Map<String, String> b = before.executors().get(e.getKey());
+            for (String name : e.getValue().keySet()) {
+                if (name.startsWith("rdma.state.") && name.endsWith(suffix)) {
+                    sum += RingDriver.number(e.getValue(), name) - (b == null ? 0 : RingDriver.number(b, name));
+                }
+            }
+        }
+        return sum;
     }
 
     /** A counter's growth over the executors (a replacement executor counts from 0; a killed one's counters are gone with it). */
@@ -365,8 +382,9 @@ public final class RingSession implements AutoCloseable {
         String log = String.join("\n", cat.lines());
         long fallbacks = log.lines().filter(l -> l.contains("fell back to TCP")).count();
         cluster.restartDataNode(1);
-        return new Row(Fault.KILL_DATANODE, ok, ok ? "" : "exit " + code + ", " + got.size() + " of " + data.length + " bytes\n" + cat.tail(30),
-                (done - started) / 1_000_000, 0, killedAt == 0 ? -1 : (done - killedAt) / 1_000_000, 0, fallbacks, 0, 0, 0, 0, "",
+        return new Row(Fault.KILL_DATANODE, ok, ok ? "client log: " + fallbacks + " block read(s) fell back to TCP" : "exit " + code + ", "
+                + got.size() + " of " + data.length + " bytes\n" + cat.tail(30), (done - started) / 1_000_000, 0,
+                killedAt == 0 ? -1 : (done - killedAt) / 1_000_000, 0, 0, fallbacks, 0, 0, 0, 0, 0, "",
                 Math.max(0, data.length - got.size()), Math.max(0, got.size() - data.length));
     }
 

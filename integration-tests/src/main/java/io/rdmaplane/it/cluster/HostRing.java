@@ -1,0 +1,209 @@
+package io.rdmaplane.it.cluster;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The hosts of the ring: one network namespace per host ({@code ring-h0}, {@code ring-h1}, ...), each with
+ * one address of {@value #SUBNET}0/24 on a veth pair whose other end is a port of the bridge {@value #BRIDGE}
+ * in the root namespace (the switch). The addresses exist only inside the namespaces. A link fault is the
+ * bridge port going down ({@code ip link set ring-vN down}), as a switch port would. Whatever an earlier run
+ * left (killed with -9) is removed first; {@link #close()} (also from a shutdown hook) kills every process
+ * left in the namespaces and removes them and the bridge.
+ */
+public final class HostRing implements AutoCloseable {
+    static final String PREFIX = "ring-";
+    static final String SUBNET = "10.214.0.";
+    static final String BRIDGE = PREFIX + "br";
+
+    private final int hosts;
+    private final Thread hook = new Thread(this::close, "ring-teardown");
+    private boolean closed;
+
+    private HostRing(int hosts) {
+        this.hosts = hosts;
+    }
+
+    /** Why the ring cannot be built here (not Linux, not root, no {@code ip netns}), or null when it can. */
+    public static String unavailableCause() {
+        if (!System.getProperty("os.name", "").startsWith("Linux")) {
+            return "not Linux";
+        }
+        try {
+            String uid = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(l -> l.startsWith("Uid:"))
+                    .findFirst().orElse("Uid: ?");
+            if (!"0".equals(uid.split("\\s+")[1])) {
+                return "not root (" + uid + "): network namespaces need root";
+            }
+            sh("ip", "netns", "add", PREFIX + "probe");
+            sh("ip", "netns", "del", PREFIX + "probe");
+            return null;
+        } catch (IOException | RuntimeException e) {
+            return "cannot create a network namespace with ip netns: " + e.getMessage();
+        }
+    }
+
+    /** Removes what an earlier run left, then builds {@code hosts} hosts on the bridge. */
+    public static HostRing create(int hosts) {
+        if (hosts < 1 || hosts > 16) {
+            throw new IllegalArgumentException("hosts=" + hosts + ": expected 1..16");
+        }
+        removeLeftovers();
+        HostRing ring = new HostRing(hosts);
+        Runtime.getRuntime().addShutdownHook(ring.hook);
+        try {
+            ring.build();
+        } catch (RuntimeException e) {
+            ring.close();
+            throw e;
+        }
+        return ring;
+    }
+
+    private void build() {
+        sh("ip", "link", "add", BRIDGE, "type", "bridge");
+        sh("ip", "link", "set", BRIDGE, "up");
+        for (int i = 0; i < hosts; i++) {
+            String ns = namespace(i);
+            sh("ip", "netns", "add", ns);
+            sh("ip", "link", "add", port(i), "type", "veth", "peer", "name", PREFIX + "e" + i, "netns", ns);
+            sh("ip", "link", "set", port(i), "master", BRIDGE);
+            sh("ip", "link", "set", port(i), "up");
+            sh("ip", "-n", ns, "addr", "add", address(i) + "/24", "dev", PREFIX + "e" + i);
+            sh("ip", "-n", ns, "link", "set", PREFIX + "e" + i, "up");
+            sh("ip", "-n", ns, "link", "set", "lo", "up");
+        }
+    }
+
+    public int hosts() {
+        return hosts;
+    }
+
+    public String namespace(int host) {
+        return PREFIX + "h" + host;
+    }
+
+    public String address(int host) {
+        return SUBNET + (host + 1);
+    }
+
+    /** The bridge port of {@code host}'s link (its end in the root namespace). */
+    public String port(int host) {
+        return PREFIX + "v" + host;
+    }
+
+    /** Which host {@code address} is, or -1. */
+    public int hostOf(String address) {
+        for (int i = 0; i < hosts; i++) {
+            if (address(i).equals(address)) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    public void linkDown(int host) {
+        sh("ip", "link", "set", port(host), "down");
+    }
+
+    public void linkUp(int host) {
+        sh("ip", "link", "set", port(host), "up");
+    }
+
+    /** Runs a command inside {@code host}'s namespace and returns its output (fails on a non-zero exit). */
+    public String exec(int host, String... command) {
+        List<String> cmd = new ArrayList<>(List.of("ip", "netns", "exec", namespace(host)));
+        cmd.addAll(List.of(command));
+        return sh(cmd.toArray(String[]::new));
+    }
+
+    /** The listening TCP sockets inside {@code host}'s namespace as {@code address:port} (ss's local column). */
+    public List<String> listening(int host) {
+        List<String> out = new ArrayList<>();
+        for (String line : exec(host, "ss", "-Hltn").split("\n")) {
+            String[] cols = line.trim().split("\\s+");
+            if (cols.length >= 4) {
+                out.add(cols[3]);
+            }
+        }
+        return out;
+    }
+
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        try {
+            if (Thread.currentThread() != hook) {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            }
+        } catch (IllegalStateException shuttingDown) {
+            // the JVM is exiting: the hook runs this anyway
+        }
+        removeLeftovers();
+    }
+
+    /** Every {@code ring-} namespace (its processes killed first) and the bridge. */
+    static void removeLeftovers() {
+        for (String line : sh("ip", "netns", "list").split("\n")) {
+            String ns = line.trim().split("\\s+")[0];
+            if (ns.startsWith(PREFIX)) {
+                killProcessesIn(ns);
+                shQuiet("ip", "netns", "del", ns);
+            }
+        }
+        if (Files.exists(Path.of("/sys/class/net/" + BRIDGE))) {
+            shQuiet("ip", "link", "del", BRIDGE);
+        }
+    }
+
+    private static void killProcessesIn(String ns) {
+        for (String pid : shQuiet("ip", "netns", "pids", ns).split("\\s+")) {
+            if (pid.matches("\\d+")) {
+                ProcessHandle.of(Long.parseLong(pid)).ifPresent(ProcessHandle::destroyForcibly);
+            }
+        }
+    }
+
+    static String sh(String... command) {
+        String out = shQuiet(command);
+        if (out.startsWith(FAILED)) {
+            throw new IllegalStateException(out.substring(FAILED.length()));
+        }
+        return out;
+    }
+
+    private static final String FAILED = "\u0000failed:";
+
+    /** Output of {@code command}, or {@link #FAILED} and why; bounded to 30 s. */
+    private static String shQuiet(String... command) {
+        Path out = null;
+        try {
+            out = Files.createTempFile("ring-sh", ".out");
+            Process p = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(out.toFile())
+                    .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null"))).start();
+            if (!p.waitFor(30, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                return FAILED + String.join(" ", command) + ": still running after 30 s";
+            }
+            String text = Files.readString(out, StandardCharsets.UTF_8);
+            return p.exitValue() == 0 ? text : FAILED + String.join(" ", command) + " exited " + p.exitValue() + ": " + text.trim();
+        } catch (IOException e) {
+            return FAILED + String.join(" ", command) + ": " + e;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return FAILED + String.join(" ", command) + ": interrupted";
+        } finally {
+            if (out != null) {
+                out.toFile().delete();
+            }
+        }
+    }
+}

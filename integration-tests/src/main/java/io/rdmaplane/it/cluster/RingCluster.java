@@ -1,0 +1,437 @@
+package io.rdmaplane.it.cluster;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
+import java.util.jar.JarEntry;
+import java.util.jar.JarOutputStream;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+
+/**
+ * A Spark standalone cluster and an HDFS cluster as separate JVMs on the ring's hosts, started from a line's jars
+ * the way users deploy them: host 0 runs the Master, the NameNode, the drivers ({@code SparkSubmit}) and the HDFS
+ * shell ({@code FsShell}); hosts 1..N run a Worker (which starts its executors) and a DataNode with the RDMA
+ * plug-in. Every process binds its own host's address (fixed ports: each host is its own namespace). Spark runs
+ * from a Spark home whose {@code jars/} folder links the line's jars, as a distribution's does.
+ */
+public final class RingCluster implements AutoCloseable {
+    static final int MASTER_PORT = 7077;
+    static final int MASTER_UI = 8080;
+    static final int WORKER_PORT = 7078;
+    static final int WORKER_UI = 8081;
+    static final int DRIVER_PORT = 7079;
+    static final int BLOCK_MANAGER_PORT = 7200;
+    static final int RDMA_PORT = 7300;
+    static final int NAMENODE_RPC = 8020;
+    static final int NAMENODE_HTTP = 9870;
+    static final int DATANODE_XFER = 9866;
+    static final int DATANODE_HTTP = 9864;
+    static final int DATANODE_IPC = 9867;
+    static final int DATANODE_RDMA = 9880;
+    static final String RDMA_MANAGER = "io.rdmaplane.spark.RdmaShuffleManager";
+    static final String SLF4J_QUIET = "-Dorg.slf4j.simpleLogger.log.org.apache.spark=warn -Dorg.slf4j.simpleLogger.log.org.sparkproject=warn"
+            + " -Dorg.slf4j.simpleLogger.log.org.apache.spark.scheduler.DAGScheduler=info -Dorg.slf4j.simpleLogger.showDateTime=true";
+
+    final HostRing ring;
+    final RingLines lines;
+    final Path dir;
+    final Path logs;
+    final int workers;
+    final Duration limit;
+    private final List<RingProcess> processes = new ArrayList<>();
+    private final Path sparkHome;
+    private final Path appJar;
+    RingProcess master;
+    final List<RingProcess> workerProcesses = new ArrayList<>();
+    RingProcess nameNode;
+    final List<RingProcess> dataNodes = new ArrayList<>();
+
+    private RingCluster(HostRing ring, RingLines lines, Path dir, Duration limit) {
+        this.ring = ring;
+        this.lines = lines;
+        this.dir = dir.toAbsolutePath();
+        this.logs = this.dir.resolve("logs");
+        this.workers = ring.hosts() - 1;
+        this.limit = limit;
+        this.sparkHome = this.dir.resolve("spark-home");
+        this.appJar = this.dir.resolve("ring-job.jar");
+    }
+
+    /**
+     * Starts Spark and HDFS on {@code ring} (host 0 and one worker host per further host) and waits until the
+     * Master has every Worker and the NameNode every DataNode, each DataNode's RDMA service running. Every
+     * process is killed at {@code limit}. {@code dir} (emptied first) holds the logs, the Spark home and the
+     * HDFS folders.
+     */
+    public static RingCluster start(HostRing ring, RingLines lines, Path dir, Duration limit) {
+        if (ring.hosts() < 3) {
+            throw new IllegalArgumentException("ring: " + ring.hosts() + " hosts; the cluster needs host 0 and at least 2 workers");
+        }
+        RingCluster c = new RingCluster(ring, lines, dir, limit);
+        try {
+            c.prepare();
+            c.startSpark();
+            c.startHdfs();
+            c.awaitUp();
+            return c;
+        } catch (RuntimeException | Error e) {
+            String tails = c.tails();
+            c.close();
+            throw new IllegalStateException("ring cluster did not come up: " + e.getMessage() + "\n" + tails, e);
+        }
+    }
+
+    private void prepare() {
+        try {
+            deleteTree(dir);
+            Files.createDirectories(sparkHome.resolve("jars"));
+            Files.createDirectories(logs);
+            for (Path jar : lines.sparkJars()) {
+                Path link = sparkHome.resolve("jars").resolve(jar.getFileName());
+                if (!Files.exists(link)) {
+                    Files.createSymbolicLink(link, jar.toAbsolutePath());
+                }
+            }
+            writeAppJar();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The application jar SparkSubmit runs: RingJob's classes, from wherever this JVM loaded them. */
+    private void writeAppJar() throws IOException {
+        Path classes = Path.of(java.net.URI.create(RingJob.class.getProtectionDomain().getCodeSource().getLocation().toString()));
+        String pkg = RingJob.class.getPackageName().replace('.', '/');
+        try (JarOutputStream out = new JarOutputStream(Files.newOutputStream(appJar))) {
+            if (Files.isDirectory(classes)) {
+                try (Stream<Path> files = Files.list(classes.resolve(pkg))) {
+                    for (Path f : files.filter(p -> p.getFileName().toString().startsWith("RingJob")).toList()) {
+                        out.putNextEntry(new JarEntry(pkg + "/" + f.getFileName()));
+                        out.write(Files.readAllBytes(f));
+                        out.closeEntry();
+                    }
+                }
+            } else {
+                try (java.util.jar.JarFile jar = new java.util.jar.JarFile(classes.toFile())) {
+                    for (JarEntry e : jar.stream().filter(e -> e.getName().startsWith(pkg + "/RingJob")).toList()) {
+                        out.putNextEntry(new JarEntry(e.getName()));
+                        out.write(jar.getInputStream(e).readAllBytes());
+                        out.closeEntry();
+                    }
+                }
+            }
+        }
+    }
+
+    String masterUrl() {
+        return "spark://" + ring.address(0) + ":" + MASTER_PORT;
+    }
+
+    private List<Path> sparkClassPath() {
+        return List.of(sparkHome.resolve("jars").resolve("*"));
+    }
+
+    private Map<String, String> sparkEnv(int host) {
+        Map<String, String> env = new LinkedHashMap<>();
+        env.put("SPARK_HOME", sparkHome.toString());
+        env.put("SPARK_LOCAL_IP", ring.address(host));
+        env.put("SPARK_SCALA_VERSION", lines.scalaVersion());
+        env.put("SPARK_CONF_DIR", sparkHome.resolve("conf").toString());
+        return env;
+    }
+
+    private void startSpark() {
+        master = spawn(0, "master", RingProcess.java("256m", sparkClassPath(), List.of(), "org.apache.spark.deploy.master.Master",
+                List.of("--host", ring.address(0), "--port", String.valueOf(MASTER_PORT), "--webui-port", String.valueOf(MASTER_UI))),
+                sparkEnv(0));
+        for (int w = 1; w <= workers; w++) {
+            Path work = dir.resolve("work-" + w);
+            workerProcesses.add(spawn(w, "worker-" + w, RingProcess.java("256m", sparkClassPath(), List.of(), "org.apache.spark.deploy.worker.Worker",
+                    List.of("--host", ring.address(w), "--port", String.valueOf(WORKER_PORT), "--webui-port", String.valueOf(WORKER_UI),
+                            "--cores", "1", "--memory", "1g", "--work-dir", work.toString(), masterUrl())), sparkEnv(w)));
+        }
+    }
+
+    /** The Spark application's settings: the same for RDMA and its sort-shuffle baseline but the shuffle manager. */
+    private List<String> submitArgs(String name, boolean rdma, Map<String, String> extra) {
+        Map<String, String> conf = new LinkedHashMap<>();
+        conf.put("spark.driver.host", ring.address(0));
+        conf.put("spark.driver.bindAddress", ring.address(0));
+        conf.put("spark.driver.port", String.valueOf(DRIVER_PORT));
+        conf.put("spark.blockManager.port", String.valueOf(BLOCK_MANAGER_PORT));
+        conf.put("spark.ui.enabled", "false");
+        conf.put("spark.executor.memory", "512m");
+        conf.put("spark.executor.cores", "1");
+        conf.put("spark.cores.max", String.valueOf(workers));
+        conf.put("spark.executor.extraJavaOptions", String.join(" ", RingProcess.moduleFlags())
+                + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss512k -Djava.net.preferIPv4Stack=true " + SLF4J_QUIET);
+        conf.put("spark.reducer.maxSizeInFlight", "1m");
+        conf.put("spark.shuffle.rdma.provider", "tcp");
+        conf.put("spark.shuffle.rdma.port", String.valueOf(RDMA_PORT));
+        if (rdma) {
+            conf.put("spark.shuffle.manager", RDMA_MANAGER);
+        }
+        conf.putAll(extra);
+        List<String> args = new ArrayList<>(List.of("--master", masterUrl(), "--deploy-mode", "client", "--name", name,
+                "--class", RingJob.class.getName(), "--jars", lines.sparkPlugin().toString()));
+        conf.forEach((k, v) -> {
+            args.add("--conf");
+            args.add(k + "=" + v);
+        });
+        args.add(appJar.toString());
+        return args;
+    }
+
+    /**
+     * Submits RingJob through SparkSubmit from host 0 with the plug-in jar ({@code --jars}) and, when {@code rdma},
+     * {@code spark.shuffle.manager}; waits until the application has its executors.
+     */
+    public RingDriver submit(String name, boolean rdma, Map<String, String> extra) {
+        List<String> jvm = List.of(SLF4J_QUIET.split(" "));
+        RingProcess p = spawn(0, "driver-" + name, RingProcess.java("512m", sparkClassPath(), jvm, "org.apache.spark.deploy.SparkSubmit",
+                submitArgs(name, rdma, extra)), sparkEnv(0));
+        RingDriver driver = new RingDriver(this, p);
+        driver.awaitLine(l -> l.startsWith("RING-READY"), Duration.ofMinutes(3), "the application started");
+        return driver;
+    }
+
+    // ---- HDFS
+
+    private Path conf(String name, Map<String, String> hdfsSite) {
+        Path d = dir.resolve("conf").resolve(name);
+        try {
+            Files.createDirectories(d);
+            Files.writeString(d.resolve("core-site.xml"), xml(Map.of("fs.defaultFS", "hdfs://" + ring.address(0) + ":" + NAMENODE_RPC,
+                    "hadoop.tmp.dir", dir.resolve("hadoop-tmp").resolve(name).toString())));
+            Map<String, String> all = new LinkedHashMap<>();
+            all.put("dfs.replication", "2");
+            all.put("dfs.blocksize", "1048576");
+            all.put("dfs.block.access.token.enable", "true");
+            all.put("dfs.namenode.datanode.registration.ip-hostname-check", "false");
+            all.put("dfs.namenode.safemode.extension", "0");
+            all.put("dfs.namenode.rpc-address", ring.address(0) + ":" + NAMENODE_RPC);
+            all.put("dfs.namenode.http-address", ring.address(0) + ":" + NAMENODE_HTTP);
+            all.put("dfs.permissions.enabled", "false");
+            all.putAll(hdfsSite);
+            Files.writeString(d.resolve("hdfs-site.xml"), xml(all));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return d;
+    }
+
+    private static String xml(Map<String, String> props) {
+        return "<?xml version=\"1.0\"?>\n<configuration>\n" + props.entrySet().stream()
+                .map(e -> "  <property><name>" + e.getKey() + "</name><value>" + e.getValue() + "</value></property>")
+                .collect(Collectors.joining("\n")) + "\n</configuration>\n";
+    }
+
+    private List<Path> hadoopClassPath(Path conf, boolean plugin) {
+        List<Path> cp = new ArrayList<>();
+        cp.add(conf);
+        cp.addAll(lines.hadoopJars());
+        if (plugin) {
+            cp.add(lines.hdfsPlugin());
+        }
+        return cp;
+    }
+
+    private void startHdfs() {
+        Path nnConf = conf("namenode", Map.of("dfs.namenode.name.dir", dir.resolve("hdfs/name").toUri().toString(),
+                "dfs.namenode.handler.count", "4"));
+        List<Path> cp = hadoopClassPath(nnConf, false);
+        RingProcess format = spawn(0, "namenode-format", RingProcess.java("256m", cp, List.of(), "org.apache.hadoop.hdfs.server.namenode.NameNode",
+                List.of("-format", "-nonInteractive", "-force")), Map.of());
+        int code = format.waitFor(Duration.ofMinutes(3));
+        if (code != 0) {
+            throw new IllegalStateException("NameNode -format exited " + code + "\n" + format.tail(40));
+        }
+        nameNode = spawn(0, "namenode", RingProcess.java("256m", cp, List.of(), "org.apache.hadoop.hdfs.server.namenode.NameNode", List.of()), Map.of());
+        for (int w = 1; w <= workers; w++) {
+            dataNodes.add(startDataNode(w, "datanode-" + w));
+        }
+    }
+
+    private RingProcess startDataNode(int w, String name) {
+        String a = ring.address(w);
+        Map<String, String> dn = new LinkedHashMap<>();
+        dn.put("dfs.datanode.data.dir", dir.resolve("hdfs/data-" + w).toUri().toString());
+        dn.put("dfs.datanode.address", a + ":" + DATANODE_XFER);
+        dn.put("dfs.datanode.http.address", a + ":" + DATANODE_HTTP);
+        dn.put("dfs.datanode.ipc.address", a + ":" + DATANODE_IPC);
+        dn.put("dfs.datanode.hostname", a);
+        dn.put("dfs.datanode.handler.count", "2");
+        dn.put("dfs.datanode.plugins", "io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin");
+        dn.put("dfs.datanode.rdma.provider", "tcp");
+        dn.put("dfs.datanode.rdma.port", String.valueOf(DATANODE_RDMA));
+        return spawn(w, name, RingProcess.java("256m", hadoopClassPath(conf("datanode-" + w, dn), true), List.of(),
+                "org.apache.hadoop.hdfs.server.datanode.DataNode", List.of()), Map.of());
+    }
+
+    /** Starts DataNode {@code w} again (after it was killed) and waits until its RDMA block service runs. */
+    void restartDataNode(int w) {
+        dataNodes.get(w - 1).kill();
+        dataNodes.set(w - 1, startDataNode(w, "datanode-" + w + "-restarted-" + System.nanoTime() % 100000));
+        waitUntil(() -> "RUNNING".equals(jsonString(dataNodeBean(w), "State")), Duration.ofMinutes(2),
+                () -> "the restarted DataNode " + w + "'s RDMA block service is RUNNING");
+    }
+
+    private void awaitUp() {
+        waitUntil(() -> jsonLong(curl(0, "http://" + ring.address(0) + ":" + MASTER_UI + "/json/"), "aliveworkers") == workers,
+                Duration.ofMinutes(3), () -> "the Master has " + workers + " alive workers");
+        waitUntil(() -> jsonLong(curl(0, nameNodeJmx("Hadoop:service=NameNode,name=FSNamesystemState")), "NumLiveDataNodes") == workers,
+                Duration.ofMinutes(3), () -> "the NameNode has " + workers + " live DataNodes");
+        for (int w = 1; w <= workers; w++) {
+            int host = w;
+            waitUntil(() -> "RUNNING".equals(jsonString(dataNodeBean(host), "State")), Duration.ofMinutes(1),
+                    () -> "DataNode " + host + "'s RDMA block service is RUNNING");
+        }
+        waitUntil(() -> !curl(0, nameNodeJmx("Hadoop:service=NameNode,name=NameNodeInfo")).contains("\"Safemode\" : \"Safe"),
+                Duration.ofMinutes(1), () -> "the NameNode left safe mode");
+    }
+
+    String nameNodeJmx(String bean) {
+        return "http://" + ring.address(0) + ":" + NAMENODE_HTTP + "/jmx?qry=" + bean;
+    }
+
+    /** DataNode {@code host}'s RDMA block service bean, as its /jmx shows it. */
+    String dataNodeBean(int host) {
+        return curl(0, "http://" + ring.address(host) + ":" + DATANODE_HTTP + "/jmx?qry=Hadoop:service=DataNode,name=RdmaBlockService-"
+                + DATANODE_XFER);
+    }
+
+    /** An HTTP GET from inside {@code host}'s namespace (no address of the ring exists outside them); "" when it fails. */
+    String curl(int host, String url) {
+        try {
+            return ring.exec(host, "curl", "-sf", "-m", "5", url);
+        } catch (IllegalStateException e) {
+            return "";
+        }
+    }
+
+    static long jsonLong(String json, String field) {
+        Matcher m = Pattern.compile("\"" + Pattern.quote(field) + "\"\\s*:\\s*(-?\\d+)").matcher(json);
+        return m.find() ? Long.parseLong(m.group(1)) : -1;
+    }
+
+    static String jsonString(String json, String field) {
+        Matcher m = Pattern.compile("\"" + Pattern.quote(field) + "\"\\s*:\\s*\"([^\"]*)\"").matcher(json);
+        return m.find() ? m.group(1) : null;
+    }
+
+    static List<String> jsonStrings(String json, String field) {
+        Matcher m = Pattern.compile("\"" + Pattern.quote(field) + "\"\\s*:\\s*\"([^\"]*)\"").matcher(json);
+        List<String> out = new ArrayList<>();
+        while (m.find()) {
+            out.add(m.group(1));
+        }
+        return out;
+    }
+
+    /**
+     * {@code org.apache.hadoop.fs.FsShell} on host 0 with {@code args}; with {@code plugin} its client reads through the
+     * RDMA accessor (the plug-in jar on its class path, {@code dfs.client.replica.accessor.builder.classes} set). Its
+     * standard output goes to {@code stdout} when given. Returns the started process.
+     */
+    public RingProcess fsShell(String name, boolean plugin, Path stdout, String... args) {
+        Map<String, String> client = new LinkedHashMap<>();
+        if (plugin) {
+            client.put("dfs.client.replica.accessor.builder.classes", "io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder");
+            client.put("dfs.rdma.provider", "tcp");
+        }
+        Path conf = conf(plugin ? "client-rdma" : "client-stock", client);
+        return spawn(0, name, RingProcess.java("256m", hadoopClassPath(conf, plugin), List.of(), "org.apache.hadoop.fs.FsShell", List.of(args)),
+                Map.of(), stdout);
+    }
+
+    /** Runs FsShell to its end (at most 3 minutes); fails with its log's tail unless it exits 0. */
+    public void fsShellOk(String name, boolean plugin, Path stdout, String... args) {
+        RingProcess p = fsShell(name, plugin, stdout, args);
+        int code = p.waitFor(Duration.ofMinutes(3));
+        if (code != 0) {
+            throw new IllegalStateException("FsShell " + String.join(" ", args) + " exited " + code + "\n" + p.tail(60));
+        }
+    }
+
+    // ---- processes
+
+    RingProcess spawn(int host, String name, List<String> command, Map<String, String> env) {
+        return spawn(host, name, command, env, null);
+    }
+
+    private synchronized RingProcess spawn(int host, String name, List<String> command, Map<String, String> env, Path stdout) {
+        RingProcess p = RingProcess.start(ring, host, name, command, env, logs, stdout, limit);
+        processes.add(p);
+        return p;
+    }
+
+    /** The executor JVMs the Worker on {@code host} runs now (its child processes). */
+    List<ProcessHandle> executorsOn(int host) {
+        RingProcess worker = workerProcesses.get(host - 1);
+        return ProcessHandle.of(worker.pid()).map(h -> h.children().filter(ProcessHandle::isAlive).toList()).orElse(List.of());
+    }
+
+    /** The last lines of every process's log and of the executors' logs: what a failure prints. */
+    public synchronized String tails() {
+        StringBuilder b = new StringBuilder();
+        for (RingProcess p : processes) {
+            b.append(p.tail(p.name.startsWith("driver") ? 60 : 25));
+        }
+        try (Stream<Path> files = Files.exists(dir) ? Files.walk(dir) : Stream.empty()) {
+            for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr") && f.toString().contains("/work-")).toList()) {
+                List<String> all = Files.readAllLines(f, java.nio.charset.StandardCharsets.ISO_8859_1);
+                b.append("---- last lines of executor log ").append(f).append('\n');
+                all.subList(Math.max(0, all.size() - 25), all.size())
+                        .forEach(l -> b.append("    ").append(l.length() > 400 ? l.substring(0, 400) + " ..." : l).append('\n'));
+            }
+        } catch (IOException e) {
+            b.append("(executor logs unreadable: ").append(e).append(")\n");
+        }
+        return b.toString();
+    }
+
+    /** Polls {@code condition} every 200 ms until it holds; fails after {@code deadline} saying what was awaited. */
+    static void waitUntil(BooleanSupplier condition, Duration deadline, Supplier<String> what) {
+        long end = System.nanoTime() + deadline.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > end) {
+                throw new IllegalStateException("timed out after " + deadline.toSeconds() + " s waiting until " + what.get());
+            }
+            try {
+                Thread.sleep(200);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted waiting until " + what.get());
+            }
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        for (int i = processes.size() - 1; i >= 0; i--) {
+            processes.get(i).kill();
+        }
+    }
+
+    static void deleteTree(Path root) throws IOException {
+        if (!Files.exists(root)) {
+            return;
+        }
+        try (Stream<Path> walk = Files.walk(root)) {
+            for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.delete(p);
+            }
+        }
+    }
+}

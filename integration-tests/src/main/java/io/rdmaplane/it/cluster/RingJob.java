@@ -1,0 +1,199 @@
+package io.rdmaplane.it.cluster;
+
+import io.rdmaplane.spark.RdmaShuffleManager;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.Collectors;
+import java.util.zip.CRC32C;
+import org.apache.spark.HashPartitioner;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import scala.Tuple2;
+
+/**
+ * The ring's Spark application (submitted with SparkSubmit; its jar is built from this class by the harness).
+ * It reads commands from its standard input, one a line, and answers on its output with lines starting
+ * {@code RING-}:
+ * <ul>
+ * <li>{@code shuffle NAME RECORDS MAPS REDUCES SLOW_MS}: a shuffle of RECORDS generated records (a 64-byte value
+ * each) from MAPS map tasks into REDUCES reduce tasks, each lasting at least SLOW_MS, so that reduce tasks start
+ * in waves and READs go on through the stage. Prints {@code RING-REDUCING NAME} when the reduce stage is
+ * submitted (the moment a fault is injected), then {@code RING-RESULT NAME count=.. hash=.. expectedCount=..
+ * expectedHash=.. millis=..} or {@code RING-FAILED NAME why}. The hash is an order-free sum over the records,
+ * so a lost or duplicated record changes count or hash.</li>
+ * <li>{@code report EXECUTORS}: one {@code RING-REPORT} line per executor (its RDMA report, pid, host, threads,
+ * open files), a {@code RING-DRIVER} line, then {@code RING-REPORT-END}.</li>
+ * <li>{@code quit}.</li>
+ * </ul>
+ */
+public final class RingJob {
+    private static final Set<String> ANNOUNCED = ConcurrentHashMap.newKeySet();
+    private static volatile String running;
+
+    private RingJob() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        try (JavaSparkContext sc = new JavaSparkContext(new SparkConf())) {
+            sc.sc().addSparkListener(new SparkListener() {
+                @Override
+                public void onStageSubmitted(SparkListenerStageSubmitted submitted) {
+                    String name = running;
+                    if (name != null && !submitted.stageInfo().parentIds().isEmpty() && ANNOUNCED.add(name)) {
+                        say("RING-REDUCING " + name);
+                    }
+                }
+            });
+            say("RING-READY " + sc.sc().applicationId() + " shuffleManager=" + sc.getConf().get("spark.shuffle.manager", "sort"));
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            for (String line; (line = in.readLine()) != null; ) {
+                String[] w = line.trim().split("\\s+");
+                try {
+                    switch (w[0]) {
+                        case "shuffle" -> shuffle(sc, w[1], Long.parseLong(w[2]), Integer.parseInt(w[3]), Integer.parseInt(w[4]),
+                                Long.parseLong(w[5]));
+                        case "report" -> report(sc, Integer.parseInt(w[1]));
+                        case "quit" -> {
+                            say("RING-BYE");
+                            return;
+                        }
+                        default -> say("RING-FAILED " + w[0] + " unknown command: " + line);
+                    }
+                } catch (Exception e) {
+                    say("RING-FAILED " + (w.length > 1 ? w[1] : w[0]) + " " + e.toString().replace('\n', ' '));
+                }
+            }
+        }
+    }
+
+    static void say(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    private static void shuffle(JavaSparkContext sc, String name, long records, int maps, int reduces, long slowMillis) {
+        long perMap = records / maps;
+        long started = System.nanoTime();
+        running = name;
+        List<long[]> parts;
+        try {
+            JavaRDD<Integer> seeds = sc.parallelize(range(maps), maps);
+            parts = seeds.flatMapToPair(p -> {
+                        List<Tuple2<Long, byte[]>> out = new ArrayList<>((int) perMap);
+                        for (long i = p * perMap; i < (p + 1) * perMap; i++) {
+                            out.add(new Tuple2<>(key(i), value(i)));
+                        }
+                        return out.iterator();
+                    })
+                    .partitionBy(new HashPartitioner(reduces))
+                    .mapPartitions(it -> {
+                        long n = 0;
+                        long h = 0;
+                        while (it.hasNext()) {
+                            Tuple2<Long, byte[]> r = it.next();
+                            n++;
+                            h += recordHash(r._1(), r._2());
+                        }
+                        Thread.sleep(slowMillis); // the reduce work: keeps the stage's tasks in waves
+                        return List.of(new long[] {n, h}).iterator();
+                    })
+                    .collect();
+        } finally {
+            running = null;
+        }
+        long millis = (System.nanoTime() - started) / 1_000_000;
+        long count = 0;
+        long hash = 0;
+        for (long[] p : parts) {
+            count += p[0];
+            hash += p[1];
+        }
+        long expectedHash = 0;
+        for (long i = 0; i < perMap * maps; i++) {
+            expectedHash += recordHash(key(i), value(i));
+        }
+        say("RING-RESULT " + name + " count=" + count + " hash=" + Long.toHexString(hash) + " expectedCount=" + perMap * maps
+                + " expectedHash=" + Long.toHexString(expectedHash) + " millis=" + millis);
+    }
+
+    private static void report(JavaSparkContext sc, int executors) {
+        Map<String, Map<String, String>> byId = new TreeMap<>();
+        int tasks = 8 * executors;
+        for (int attempt = 0; attempt < 10 && byId.size() < executors; attempt++) {
+            // tasks that last a little, so that every executor's core takes some: the sleep is the load itself
+            List<Map<String, String>> reports = sc.parallelize(range(tasks), tasks).map(i -> {
+                Thread.sleep(50);
+                return executorFacts();
+            }).collect();
+            reports.forEach(r -> byId.put(r.get("executorId"), r));
+        }
+        byId.values().forEach(r -> say("RING-REPORT " + encode(r)));
+        say("RING-DRIVER " + encode(RdmaShuffleManager.executorReport()));
+        say("RING-REPORT-END " + byId.size());
+    }
+
+    /** This executor's RDMA report plus what an operator sees from outside: pid, host, threads, open files. */
+    private static Map<String, String> executorFacts() {
+        Map<String, String> r = new HashMap<>(RdmaShuffleManager.executorReport());
+        r.put("pid", String.valueOf(ProcessHandle.current().pid()));
+        r.put("host", SparkEnv.get().blockManager().blockManagerId().host());
+        r.put("threads", String.valueOf(ManagementFactory.getThreadMXBean().getThreadCount()));
+        String[] fds = new File("/proc/self/fd").list();
+        r.put("fds", String.valueOf(fds == null ? -1 : fds.length));
+        return r;
+    }
+
+    private static String encode(Map<String, String> report) {
+        return new TreeMap<>(report).entrySet().stream().map(e -> e.getKey() + "=" + e.getValue().replace('\t', ' ').replace('\n', ' '))
+                .collect(Collectors.joining("\t"));
+    }
+
+    private static List<Integer> range(int n) {
+        List<Integer> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            out.add(i);
+        }
+        return out;
+    }
+
+    static long mix(long z) {
+        z = (z ^ (z >>> 33)) * 0xff51afd7ed558ccdL;
+        z = (z ^ (z >>> 33)) * 0xc4ceb9fe1a85ec53L;
+        return z ^ (z >>> 33);
+    }
+
+    static long key(long i) {
+        return mix(i) & 0xffffffL;
+    }
+
+    static byte[] value(long i) {
+        byte[] v = new byte[64];
+        for (int k = 0; k < 8; k++) {
+            long m = mix(i * 8 + k + 0x9e3779b97f4a7c15L);
+            for (int b = 0; b < 8; b++) {
+                v[k * 8 + b] = (byte) (m >>> (8 * b));
+            }
+        }
+        return v;
+    }
+
+    static long recordHash(long key, byte[] value) {
+        CRC32C crc = new CRC32C();
+        crc.update(value);
+        return mix(key * 31 + crc.getValue());
+    }
+}

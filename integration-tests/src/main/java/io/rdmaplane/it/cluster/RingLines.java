@@ -1,0 +1,106 @@
+package io.rdmaplane.it.cluster;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * What the ring runs: a Spark line (its jars, its Scala version, the plug-in jar built for it) and a Hadoop
+ * line (the jars of its daemons and client, the HDFS plug-in jar). A class path is the input, so the same ring
+ * runs any line whose jars a build resolved; {@link #fromTestClassPath} takes this module's own.
+ */
+public record RingLines(List<Path> sparkJars, String scalaVersion, Path sparkPlugin, List<Path> hadoopJars, Path hdfsPlugin) {
+    /** What is on this module's test class path but not in a Spark distribution's jars/ folder. */
+    static final List<String> NOT_SPARK = List.of("/io/rdmaplane/", "/target/classes", "/target/test-classes", "/com/ibm/disni/",
+            "/arrow-memory-unsafe/", "/org/junit/", "/org/opentest4j/", "/org/apiguardian/", "/hadoop-client-minicluster/",
+            "/org/slf4j/slf4j-simple/", "/surefire", "/io/trino/", "/com/tngtech/");
+    /** A Hadoop line's daemons and client: Hadoop's shaded jars and the logging they expect beside them. */
+    static final List<String> HADOOP = List.of("/org/apache/hadoop/hadoop-client-", "/org/slf4j/slf4j-api/", "/org/slf4j/slf4j-simple/", "/org/slf4j/jcl-over-slf4j/",
+            "/commons-logging/", "/org/apache/logging/log4j/log4j-api/", "/org/apache/logging/log4j/log4j-1.2-api/",
+            "/org/apache/logging/log4j/log4j-core/", "/com/google/code/findbugs/jsr305/", "/org/xerial/snappy/");
+    /** The logging provider every ring JVM gets (Spark's log4j binding is not on this module's class path). */
+    static final String SLF4J_SIMPLE = "/org/slf4j/slf4j-simple/";
+
+    public RingLines {
+        for (Path p : Stream.concat(Stream.concat(sparkJars.stream(), hadoopJars.stream()), Stream.of(sparkPlugin, hdfsPlugin)).toList()) {
+            if (!Files.isRegularFile(p)) {
+                throw new IllegalArgumentException("ring: no file " + p + " (a Spark or Hadoop line's jar, or a plug-in jar; the"
+                        + " plug-in jars are built in their modules' package phase: mvn -B -DskipTests package)");
+            }
+        }
+        if (sparkJars.stream().noneMatch(p -> p.getFileName().toString().startsWith("spark-core_"))) {
+            throw new IllegalArgumentException("ring: no spark-core jar among the Spark line's jars " + sparkJars);
+        }
+    }
+
+    /**
+     * The lines of a class path file (this module's {@code target/test-classpath.txt}, written at test-compile),
+     * with the plug-in jars named by the system properties {@code rdma.spark.plugin.jar} and
+     * {@code rdma.hdfs.plugin.jar} (surefire sets both), else the default line's jars next to this module.
+     */
+    public static RingLines fromClassPath(List<Path> classPath, Path sparkPlugin, Path hdfsPlugin) {
+        List<Path> spark = new ArrayList<>();
+        List<Path> hadoop = new ArrayList<>();
+        for (Path p : classPath) {
+            String s = p.toString().replace('\\', '/');
+            if (!s.endsWith(".jar")) {
+                continue;
+            }
+            if (NOT_SPARK.stream().noneMatch(s::contains) || s.contains(SLF4J_SIMPLE)) {
+                spark.add(p);
+            }
+            if (HADOOP.stream().anyMatch(s::contains)) {
+                hadoop.add(p);
+            }
+        }
+        String scala = spark.stream().map(p -> p.getFileName().toString()).filter(n -> n.startsWith("spark-core_")).findFirst()
+                .map(n -> n.substring("spark-core_".length(), n.indexOf('-', "spark-core_".length()))).orElse("?");
+        return new RingLines(spark, scala, sparkPlugin, hadoop, hdfsPlugin);
+    }
+
+    /** This module's test class path and plug-in jars, as Maven built them. */
+    public static RingLines fromTestClassPath() {
+        Path module = moduleDir();
+        Path file = Path.of(System.getProperty("rdma.ring.classpath.file", module.resolve("target/test-classpath.txt").toString()));
+        List<Path> cp;
+        try {
+            cp = Arrays.stream(Files.readString(file).trim().split(Pattern.quote(File.pathSeparator))).map(Path::of).toList();
+        } catch (IOException e) {
+            throw new UncheckedIOException("ring: cannot read the class path file " + file + " (rdma.ring.classpath.file; written by"
+                    + " integration-tests' test-compile phase)", e);
+        }
+        return fromClassPath(cp, plugin("rdma.spark.plugin.jar", module.resolveSibling("spark-shuffle-rdma/target"), "spark-shuffle-rdma-"),
+                plugin("rdma.hdfs.plugin.jar", module.resolveSibling("hdfs-transfer-rdma/target"), "hdfs-transfer-rdma-"));
+    }
+
+    /** integration-tests' folder: the working directory under Maven, else found from here. */
+    static Path moduleDir() {
+        Path here = Path.of("").toAbsolutePath();
+        return Files.isDirectory(here.resolve("integration-tests")) ? here.resolve("integration-tests") : here;
+    }
+
+    private static Path plugin(String property, Path dir, String prefix) {
+        String set = System.getProperty(property);
+        if (set != null && !set.isBlank()) {
+            return Path.of(set);
+        }
+        // the default line's jar: <module>-<version>-plugin.jar, the version starting with a digit
+        try (Stream<Path> files = Files.list(dir)) {
+            List<Path> found = files.filter(p -> p.getFileName().toString().matches(Pattern.quote(prefix) + "\\d.*-plugin\\.jar")).toList();
+            if (found.size() == 1) {
+                return found.get(0);
+            }
+            throw new IllegalArgumentException("ring: " + found.size() + " plug-in jars " + prefix + "<version>-plugin.jar in " + dir
+                    + "; name one with -D" + property + "=...");
+        } catch (IOException e) {
+            throw new IllegalArgumentException("ring: no " + dir + " (build it: mvn -B -DskipTests package), or set -D" + property, e);
+        }
+    }
+}

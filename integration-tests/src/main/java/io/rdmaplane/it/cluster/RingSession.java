@@ -1,0 +1,408 @@
+package io.rdmaplane.it.cluster;
+
+import io.rdmaplane.spark.ShuffleMetrics;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+
+/**
+ * A ring of 3 hosts with Spark and HDFS on it, the sort-shuffle baseline measured once, an RDMA application
+ * submitted and kept for the faults, and the faults themselves ({@link Fault}). What the host-ring test and the
+ * soak command share. Everything it starts ends at {@link #close()} or at its time limit.
+ */
+public final class RingSession implements AutoCloseable {
+    /** The shuffle every case runs: 16 maps into 16 reduce tasks of at least 300 ms each, so READs go on through the stage. */
+    static final RingDriver.Workload WORKLOAD = new RingDriver.Workload(200_000, 16, 16, 300);
+    static final Duration JOB_DEADLINE = Duration.ofMinutes(4);
+    static final int HDFS_FILE = 5 * (1 << 20) + 12345;
+
+    /** The faults of the fault-ring issue's section 2 that the host ring runs (netem needs sch_netem: the VM ring). */
+    public enum Fault {
+        LINK_DOWN_150MS("one worker host's link down 150 ms mid-shuffle (under the 200 ms detection window)"),
+        LINK_DOWN_2S("one worker host's link down 2 s mid-shuffle (past the detection window)"),
+        LINK_DOWN_30S("one worker host's link down 30 s mid-shuffle (past the reconnect attempts)"),
+        ALL_LINKS_FLAP_1S("every link down 1 s at once mid-shuffle (a switch flap)"),
+        STOP_EXECUTOR_3S("SIGSTOP of a mapper executor for 3 s, then SIGCONT, while reducers READ from it"),
+        KILL_EXECUTOR("kill -9 of a mapper executor mid-READ (its outputs recomputed)"),
+        REPLACE_EXECUTOR("kill -9 of an executor; its Worker starts a new one at the same address and ports while reducers READ"),
+        KILL_DATANODE("kill -9 of a DataNode mid-read of an HDFS file (the client goes on from the other replica)");
+
+        final String description;
+
+        Fault(String description) {
+            this.description = description;
+        }
+    }
+
+    /** One fault's outcome: the report's row. */
+    public record Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long suspected,
+            long reconnects, long fallbackFetch, long fallbackShuffle, long fallbackApp, int stageResubmits, long rdmaBlocks, int replaced,
+            String resources, long lost, long duplicated) {
+        public static String header() {
+            return String.format(Locale.ROOT, "%-18s %-6s %8s %9s %10s %5s %5s %6s %5s %5s %6s %7s %4s  %s", "case", "result", "job ms", "+ms",
+                    "recover ms", "susp", "recon", "fb.fet", "fb.sh", "fb.ap", "stage.", "rdma.bl", "repl",
+                    "resources (executor: threads, fds, registered bytes before->after)");
+        }
+
+        public String line() {
+            return String.format(Locale.ROOT, "%-18s %-6s %8d %9d %10d %5d %5d %6d %5d %5d %6d %7d %4d  %s", fault, ok ? "same" : "DIFF", jobMillis,
+                    extraMillis, recoveredMillis, suspected, reconnects, fallbackFetch, fallbackShuffle, fallbackApp, stageResubmits, rdmaBlocks,
+                    replaced, resources)
+                    + (detail.isEmpty() ? "" : "\n    " + detail);
+        }
+    }
+
+    public final HostRing ring;
+    public final RingCluster cluster;
+    final RingDriver.Result sortBaseline;
+    final RingDriver.Result rdmaBaseline;
+    final RingDriver.Reports reportsAfterBaseline;
+    /** A clean RDMA run after the first (warm): what a fault's extra time is measured against. */
+    final RingDriver.Result clean;
+    private final RingDriver rdma;
+    private final Path dir;
+    private byte[] hdfsData;
+
+    private RingSession(HostRing ring, RingCluster cluster, RingDriver.Result sort, RingDriver rdma, RingDriver.Result rdmaBaseline,
+            RingDriver.Result clean, RingDriver.Reports reports, Path dir) {
+        this.clean = clean;
+        this.ring = ring;
+        this.cluster = cluster;
+        this.sortBaseline = sort;
+        this.rdma = rdma;
+        this.rdmaBaseline = rdmaBaseline;
+        this.reportsAfterBaseline = reports;
+        this.dir = dir;
+    }
+
+    /** Builds the ring, starts the cluster, runs the baseline with sort shuffle, then submits the RDMA application. */
+    public static RingSession start(RingLines lines, Path dir, Duration limit) {
+        HostRing ring = HostRing.create(3);
+        RingCluster cluster = null;
+        try {
+            cluster = RingCluster.start(ring, lines, dir, limit);
+            RingDriver.Result sort;
+            try (RingDriver baseline = cluster.submit("sort", false, Map.of())) {
+                sort = baseline.shuffle("baseline", WORKLOAD, null, JOB_DEADLINE);
+            }
+            RingDriver rdma = cluster.submit("rdma", true, Map.of());
+            RingDriver.Result first = rdma.shuffle("baseline", WORKLOAD, null, JOB_DEADLINE);
+            RingDriver.Reports reports = rdma.report(cluster.workers, Duration.ofMinutes(2));
+            // a second clean run, warm like the faulted ones: the time a fault adds is measured against it
+            RingDriver.Result clean = rdma.shuffle("clean", WORKLOAD, null, JOB_DEADLINE);
+            System.out.println("ring: sort shuffle " + sort + "\nring: rdma shuffle " + first + "\nring: rdma shuffle again " + clean);
+            return new RingSession(ring, cluster, sort, rdma, first, clean, reports, dir);
+        } catch (RuntimeException | Error e) {
+            if (cluster != null) {
+                System.out.println("ring: start failed: " + e.getMessage() + "\n" + cluster.tails());
+                cluster.close();
+            }
+            ring.close();
+            throw e;
+        }
+    }
+
+    // ---- the deployment checks
+
+    /**
+     * Every listening socket in a host's namespace is on that host's address (or its own loopback), the expected
+     * daemons listen there, and what each advertises is its own address: the Master's workers, the executors' block
+     * managers (each a child of its host's Worker), the NameNode's DataNodes.
+     */
+    public void assertAddresses() {
+        List<String> problems = new ArrayList<>();
+        Map<Integer, List<Integer>> expected = Map.of(0, List.of(RingCluster.MASTER_PORT, RingCluster.MASTER_UI, RingCluster.DRIVER_PORT,
+                RingCluster.BLOCK_MANAGER_PORT, RingCluster.NAMENODE_RPC, RingCluster.NAMENODE_HTTP), 1, workerPorts(), 2, workerPorts());
+        for (int h = 0; h < ring.hosts(); h++) {
+            List<String> listening = ring.listening(h);
+            System.out.println("ring: host " + h + " (" + ring.namespace(h) + ", " + ring.address(h) + ") listens on " + listening);
+            for (String local : listening) {
+                String address = local.substring(0, local.lastIndexOf(':'));
+                if (!address.equals(ring.address(h)) && !address.startsWith("127.")) {
+                    problems.add("host " + h + ": a socket listens on " + local + ", not on " + ring.address(h));
+                }
+            }
+            for (int port : expected.get(h)) {
+                if (!listening.contains(ring.address(h) + ":" + port)) {
+                    problems.add("host " + h + ": nothing listens on " + ring.address(h) + ":" + port);
+                }
+            }
+        }
+        String masterJson = cluster.curl(0, "http://" + ring.address(0) + ":" + RingCluster.MASTER_UI + "/json/");
+        Set<String> workerHosts = new HashSet<>(RingCluster.jsonStrings(masterJson, "host"));
+        if (!workerHosts.equals(Set.of(ring.address(1), ring.address(2)))) {
+            problems.add("the Master advertises workers at " + workerHosts);
+        }
+        String liveNodes = cluster.curl(0, cluster.nameNodeJmx("Hadoop:service=NameNode,name=NameNodeInfo"));
+        for (int w = 1; w <= cluster.workers; w++) {
+            if (!liveNodes.contains(ring.address(w) + ":" + RingCluster.DATANODE_XFER)) {
+                problems.add("the NameNode does not list DataNode " + ring.address(w) + ":" + RingCluster.DATANODE_XFER);
+            }
+        }
+        RingDriver.Reports reports = rdma.report(cluster.workers, Duration.ofMinutes(2));
+        for (Map<String, String> r : reports.executors().values()) {
+            int host = ring.hostOf(r.get("host"));
+            long pid = RingDriver.number(r, "pid");
+            if (host < 1 || cluster.executorsOn(host).stream().noneMatch(p -> p.pid() == pid)) {
+                problems.add("executor " + r.get("executorId") + " (pid " + pid + ") advertises " + r.get("host")
+                        + ", which is not the host whose Worker runs it");
+            }
+        }
+        if (!problems.isEmpty()) {
+            throw new AssertionError("wrong addresses:\n  " + String.join("\n  ", problems));
+        }
+    }
+
+    private static List<Integer> workerPorts() {
+        return List.of(RingCluster.WORKER_PORT, RingCluster.WORKER_UI, RingCluster.BLOCK_MANAGER_PORT, RingCluster.RDMA_PORT,
+                RingCluster.DATANODE_XFER, RingCluster.DATANODE_HTTP, RingCluster.DATANODE_IPC, RingCluster.DATANODE_RDMA);
+    }
+
+    /** Writes a file of several blocks with the stock client, reads it with {@code -cat} and {@code -get} through the plug-in. */
+    public void hdfsCatAndGet() {
+        byte[] data = hdfsFile();
+        long servedBefore = served();
+        Path cat = dir.resolve("cat.bin");
+        cluster.fsShellOk("fs-cat", true, cat, "-cat", "/ring/data.bin");
+        Path got = dir.resolve("get.bin");
+        cluster.fsShellOk("fs-get", true, null, "-get", "/ring/data.bin", got.toString());
+        long served = served() - servedBefore;
+        int blocks = (data.length + (1 << 20) - 1) >> 20;
+        System.out.println("ring: hdfs -cat and -get of " + data.length + " bytes (" + blocks + " blocks), RDMA READs served by the DataNodes: "
+                + served);
+        try {
+            if (!Arrays.equals(data, Files.readAllBytes(cat)) || !Arrays.equals(data, Files.readAllBytes(got))) {
+                throw new AssertionError("hdfs -cat or -get gave other bytes than were written");
+            }
+            for (String log : List.of("fs-cat", "fs-get")) {
+                String text = Files.readString(cluster.logs.resolve(log + ".log"));
+                if (!text.contains("HDFS RDMA reads enabled in this JVM") || text.contains("fell back to TCP")) {
+                    throw new AssertionError(log + " did not read over RDMA without fallback:\n" + text);
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        if (served < 2L * blocks) {
+            throw new AssertionError("the DataNodes served " + served + " RDMA reads for 2 reads of " + blocks + " blocks");
+        }
+    }
+
+    private byte[] hdfsFile() {
+        if (hdfsData == null) {
+            byte[] data = new byte[HDFS_FILE];
+            new Random(14).nextBytes(data);
+            Path local = dir.resolve("data.bin");
+            try {
+                Files.write(local, data);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            cluster.fsShellOk("fs-mkdir", false, null, "-mkdir", "-p", "/ring");
+            cluster.fsShellOk("fs-put", false, null, "-put", "-f", local.toString(), "/ring/data.bin");
+            hdfsData = data;
+        }
+        return hdfsData;
+    }
+
+    private long served() {
+        long sum = 0;
+        for (int w = 1; w <= cluster.workers; w++) {
+            sum += Math.max(0, RingCluster.jsonLong(cluster.dataNodeBean(w), "Served"));
+        }
+        return sum;
+    }
+
+    // ---- faults
+
+    /** Runs {@code fault} against the running cluster; the row says whether the output equals the baseline. */
+    public Row run(Fault fault) {
+        return fault == Fault.KILL_DATANODE ? killDataNodeMidRead() : sparkFault(fault);
+    }
+
+    private Row sparkFault(Fault fault) {
+        RingDriver.Reports before = rdma.report(cluster.workers, Duration.ofMinutes(2));
+        long[] healed = {0};
+        StringBuilder detail = new StringBuilder();
+        String name = fault.name().toLowerCase(Locale.ROOT) + "-" + System.nanoTime() % 100000;
+        RingDriver.Result r = rdma.shuffle(name, WORKLOAD, () -> {
+            inject(fault, detail);
+            healed[0] = System.nanoTime();
+        }, JOB_DEADLINE);
+        long recovered = (System.nanoTime() - healed[0]) / 1_000_000;
+        RingDriver.Reports after = rdma.report(cluster.workers, Duration.ofMinutes(3));
+        boolean ok = r.equalsExpected() && r.hash().equals(sortBaseline.hash()) && r.count() == sortBaseline.count();
+        if (r.failed()) {
+            detail.append(" the job failed: ").append(r.failure());
+        }
+        if (!ok) {
+            detail.append(" result ").append(r).append(" against the baseline ").append(sortBaseline);
+        }
+        int replaced = 0;
+        StringBuilder resources = new StringBuilder();
+        for (Map.Entry<String, Map<String, String>> e : after.executors().entrySet()) {
+            Map<String, String> b = before.executors().get(e.getKey());
+            if (b == null) {
+                replaced++;
+                continue;
+            }
+            resources.append(e.getKey()).append(": ").append(b.get("threads")).append("->").append(e.getValue().get("threads")).append(", ")
+                    .append(b.get("fds")).append("->").append(e.getValue().get("fds")).append(", ").append(registered(b)).append("->")
+                    .append(registered(e.getValue())).append("; ");
+        }
+        return new Row(fault, ok, detail.toString().trim(), r.millis(), r.millis() - clean.millis(), recovered,
+                deltaMatching(before, after, "_to_suspect"), delta(before, after, "rdma.reconnects"),
+                delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
+                RingDriver.number(after.driver(), ShuffleMetrics.FALLBACK_SHUFFLE) - RingDriver.number(before.driver(), ShuffleMetrics.FALLBACK_SHUFFLE),
+                delta(before, after, ShuffleMetrics.FALLBACK_APP), r.stageResubmits(), delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS),
+                replaced, resources.toString().trim(), r.lost(), r.duplicated());
+    }
+
+    /** The growth of every {@code rdma.state.*} counter whose name ends with {@code suffix} (channel state transitions). */
+    private static long deltaMatching(RingDriver.Reports before, RingDriver.Reports after, String suffix) {
+        long sum = 0;
+        for (Map.Entry<String, Map<String, String>> e : after.executors().entrySet()) {
+            Map<String, String> b = before.executors().get(e.getKey());
+            for (String name : e.getValue().keySet()) {
+                if (name.startsWith("rdma.state.") && name.endsWith(suffix)) {
+                    sum += RingDriver.number(e.getValue(), name) - (b == null ? 0 : RingDriver.number(b, name));
+                }
+            }
+        }
+        return sum;
+    }
+
+    /** A counter's growth over the executors (a replacement executor counts from 0; a killed one's counters are gone with it). */
+    private static long delta(RingDriver.Reports before, RingDriver.Reports after, String counter) {
+        long sum = 0;
+        for (Map.Entry<String, Map<String, String>> e : after.executors().entrySet()) {
+            Map<String, String> b = before.executors().get(e.getKey());
+            sum += RingDriver.number(e.getValue(), counter) - (b == null ? 0 : RingDriver.number(b, counter));
+        }
+        return sum;
+    }
+
+    private static long registered(Map<String, String> report) {
+        return report.entrySet().stream().filter(e -> e.getKey().endsWith(".registeredBytes")).mapToLong(e -> RingDriver.number(report, e.getKey()))
+                .sum();
+    }
+
+    private void inject(Fault fault, StringBuilder detail) {
+        switch (fault) {
+            case LINK_DOWN_150MS -> linkDown(List.of(1), 150);
+            case LINK_DOWN_2S -> linkDown(List.of(1), 2_000);
+            case LINK_DOWN_30S -> linkDown(List.of(1), 30_000);
+            case ALL_LINKS_FLAP_1S -> linkDown(List.of(0, 1, 2), 1_000);
+            case STOP_EXECUTOR_3S -> {
+                long pid = executor(1).pid();
+                HostRing.sh("kill", "-STOP", String.valueOf(pid));
+                try {
+                    pause(3_000);
+                } finally {
+                    HostRing.sh("kill", "-CONT", String.valueOf(pid));
+                }
+            }
+            case KILL_EXECUTOR -> executor(1).destroyForcibly();
+            case REPLACE_EXECUTOR -> {
+                ProcessHandle old = executor(1);
+                old.destroyForcibly();
+                String port = ring.address(1) + ":" + RingCluster.RDMA_PORT;
+                RingCluster.waitUntil(() -> cluster.executorsOn(1).stream().anyMatch(p -> p.pid() != old.pid())
+                        && ring.listening(1).contains(port), Duration.ofMinutes(2), () -> "a new executor on host 1 listens on " + port);
+                detail.append("replacement executor pid ").append(cluster.executorsOn(1).get(0).pid()).append(" listens on ").append(port)
+                        .append(" (the old one, pid ").append(old.pid()).append(", did too)");
+            }
+            default -> throw new IllegalArgumentException(fault.name());
+        }
+    }
+
+    private ProcessHandle executor(int host) {
+        List<ProcessHandle> executors = cluster.executorsOn(host);
+        if (executors.isEmpty()) {
+            throw new IllegalStateException("no executor runs on host " + host);
+        }
+        return executors.get(0);
+    }
+
+    private void linkDown(List<Integer> hosts, long millis) {
+        hosts.forEach(ring::linkDown);
+        try {
+            pause(millis); // the fault's length itself
+        } finally {
+            hosts.forEach(ring::linkUp);
+        }
+    }
+
+    private static void pause(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted during a fault");
+        }
+    }
+
+    /**
+     * {@code hdfs dfs -cat} through the plug-in into a pipe read slowly; after a quarter of the file, DataNode 1 is killed;
+     * the rest comes from DataNode 2 (every block has a replica on each). Then DataNode 1 is started again.
+     */
+    private Row killDataNodeMidRead() {
+        byte[] data = hdfsFile();
+        long started = System.nanoTime();
+        RingProcess cat = cluster.fsShell("fs-cat-kill-" + System.nanoTime() % 100000, true, RingProcess.PIPE, "-cat", "/ring/data.bin");
+        java.io.ByteArrayOutputStream got = new java.io.ByteArrayOutputStream();
+        long killedAt = 0;
+        try (InputStream in = cat.output()) {
+            byte[] buf = new byte[8192];
+            for (int n; (n = in.read(buf)) >= 0; ) {
+                got.write(buf, 0, n);
+                if (killedAt == 0 && got.size() >= data.length / 4) {
+                    cluster.dataNodes.get(0).kill();
+                    killedAt = System.nanoTime();
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        int code = cat.waitFor(Duration.ofMinutes(2));
+        long done = System.nanoTime();
+        boolean ok = code == 0 && Arrays.equals(data, got.toByteArray());
+        String log = String.join("\n", cat.lines());
+        long fallbacks = log.lines().filter(l -> l.contains("fell back to TCP")).count();
+        cluster.restartDataNode(1);
+        return new Row(Fault.KILL_DATANODE, ok, ok ? "client log: " + fallbacks + " block read(s) fell back to TCP" : "exit " + code + ", "
+                + got.size() + " of " + data.length + " bytes\n" + cat.tail(30), (done - started) / 1_000_000, 0,
+                killedAt == 0 ? -1 : (done - killedAt) / 1_000_000, 0, 0, fallbacks, 0, 0, 0, 0, 0, "",
+                Math.max(0, data.length - got.size()), Math.max(0, got.size() - data.length));
+    }
+
+    public static String describeFaults() {
+        StringBuilder b = new StringBuilder();
+        for (Fault f : Fault.values()) {
+            b.append(String.format(Locale.ROOT, "  %-18s %s%n", f, f.description));
+        }
+        return b.append("  (tc netem loss/delay/reordering: the host kernel has no sch_netem; that case belongs to the VM ring)").toString();
+    }
+
+    @Override
+    public void close() {
+        try {
+            rdma.close();
+        } finally {
+            cluster.close();
+            ring.close();
+        }
+    }
+}

@@ -1,0 +1,73 @@
+package io.rdmaplane.it.cluster;
+
+import io.rdmaplane.it.Args;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+
+/**
+ * The soak command: one host ring, then {@code rounds} rounds of a randomly chosen fault ({@link RingSession.Fault}),
+ * until the rounds or {@code minutes} run out; a row per round and the summary line
+ * {@code soak: R rounds, F faults, L lost, D duplicated, J failed jobs}. Exits 1 unless all three are 0, 2 when the
+ * ring cannot be built here.
+ */
+public final class Soak {
+    private Soak() {
+    }
+
+    public static void main(String[] args) {
+        int rounds = Integer.parseInt(Args.get(args, "rounds", "10"));
+        Duration budget = Duration.ofMinutes(Long.parseLong(Args.get(args, "minutes", "20")));
+        long seed = Long.parseLong(Args.get(args, "seed", String.valueOf(System.nanoTime())));
+        List<RingSession.Fault> faults = Arrays.stream(Args.get(args, "faults", String.join(",",
+                Arrays.stream(RingSession.Fault.values()).map(Enum::name).toList())).split(",")).map(String::trim).map(name -> {
+                    try {
+                        return RingSession.Fault.valueOf(name);
+                    } catch (IllegalArgumentException e) {
+                        throw new IllegalArgumentException("faults=" + name + ": not one of " + Arrays.toString(RingSession.Fault.values()));
+                    }
+                }).toList();
+        String cause = HostRing.unavailableCause();
+        if (cause != null) {
+            System.out.println("soak: no host ring here: " + cause);
+            System.exit(2);
+        }
+        System.out.println("soak: rounds=" + rounds + " minutes=" + budget.toMinutes() + " seed=" + seed + " faults:\n" + RingSession.describeFaults());
+        long end = System.nanoTime() + budget.toNanos();
+        Random random = new Random(seed);
+        int done = 0;
+        int faulted = 0;
+        long lost = 0;
+        long duplicated = 0;
+        int failed = 0;
+        try (RingSession session = RingSession.start(RingLines.fromTestClassPath(), Path.of("target/ring-soak"), budget.plusMinutes(10))) {
+            System.out.println("round " + RingSession.Row.header());
+            for (int round = 1; round <= rounds && System.nanoTime() < end; round++) {
+                RingSession.Fault fault = faults.get(random.nextInt(faults.size()));
+                RingSession.Row row;
+                try {
+                    row = session.run(fault);
+                } catch (RuntimeException e) {
+                    System.out.println(String.format("%5d %-18s FAILED %s", round, fault, e.getMessage()));
+                    failed++;
+                    done++;
+                    faulted++;
+                    break; // the ring is in an unknown state: stop here
+                }
+                System.out.println(String.format("%5d %s", round, row.line()));
+                done++;
+                faulted++;
+                lost += row.lost();
+                duplicated += row.duplicated();
+                if (!row.ok()) {
+                    failed++;
+                }
+            }
+        }
+        System.out.println("soak: " + done + " rounds, " + faulted + " faults, " + lost + " lost, " + duplicated + " duplicated, " + failed
+                + " failed jobs");
+        System.exit(lost == 0 && duplicated == 0 && failed == 0 ? 0 : 1);
+    }
+}

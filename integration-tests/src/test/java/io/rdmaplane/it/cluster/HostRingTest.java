@@ -1,0 +1,149 @@
+package io.rdmaplane.it.cluster;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.rdmaplane.rdma.testing.Skip;
+import io.rdmaplane.spark.ShuffleMetrics;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * The host ring (README of integration-tests): Spark standalone and HDFS as separate JVMs in their own network
+ * namespaces, deployed as users deploy the plug-ins, then section 2's faults of the fault-ring issue on real
+ * (virtual) links and real processes, each ending with the baseline's result. Skips, saying why, without root or
+ * network namespaces, or when the plug-in jars are not built (mvn test without the package phase).
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class HostRingTest {
+    private static RingSession session;
+
+    @BeforeAll
+    static void start() {
+        String cause = HostRing.unavailableCause();
+        Skip.unless(cause == null, "no host ring here: " + cause);
+        RingLines lines;
+        try {
+            lines = RingLines.fromTestClassPath();
+        } catch (IllegalArgumentException e) {
+            Skip.now("no host ring: " + e.getMessage());
+            return;
+        }
+        session = RingSession.start(lines, Path.of("target/ring"), Duration.ofMinutes(20));
+    }
+
+    private static final List<RingSession.Row> ROWS = new ArrayList<>();
+
+    @AfterAll
+    static void stop() {
+        if (session != null) {
+            System.out.println("host ring faults:\n" + RingSession.Row.header());
+            ROWS.forEach(r -> System.out.println(r.line()));
+            session.close();
+        }
+    }
+
+    /** Runs {@code fault}; its output equals the baseline's, nothing lost or duplicated, the job did not fail. */
+    private static void assertRecovers(RingSession.Fault fault) {
+        RingSession.Row row = session.run(fault);
+        ROWS.add(row);
+        System.out.println("host ring fault:\n" + RingSession.Row.header() + "\n" + row.line());
+        assertEquals(0, row.lost(), row.line());
+        assertEquals(0, row.duplicated(), row.line());
+        assertTrue(row.ok(), row.line() + "\n" + session.cluster.tails());
+    }
+
+    @Test
+    @Order(1)
+    void everyProcessBindsAndAdvertisesItsOwnHostsAddress() {
+        session.assertAddresses();
+    }
+
+    @Test
+    @Order(2)
+    void standaloneShuffleThroughSparkSubmitEqualsSortShuffleOverRdma() {
+        RingDriver.Result rdma = session.rdmaBaseline;
+        RingDriver.Result sort = session.sortBaseline;
+        System.out.println("ring deployment: sort " + sort + "\nring deployment: rdma " + rdma);
+        assertTrue(sort.equalsExpected(), sort.toString());
+        assertTrue(rdma.equalsExpected(), rdma.toString());
+        assertEquals(sort.count(), rdma.count());
+        assertEquals(sort.hash(), rdma.hash());
+        RingDriver.Reports reports = session.reportsAfterBaseline;
+        assertEquals(session.cluster.workers, reports.executors().size(), reports.toString());
+        for (Map.Entry<String, Map<String, String>> e : reports.executors().entrySet()) {
+            Map<String, String> r = e.getValue();
+            String where = "executor " + e.getKey() + ": " + r;
+            assertEquals("tcp", r.get("provider"), where);
+            assertTrue(RingDriver.number(r, ShuffleMetrics.PUBLISHED_MAPS) > 0, where);
+            assertTrue(RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BLOCKS) > 0, where);
+            assertTrue(RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BYTES) > 0, where);
+            assertEquals(0, RingDriver.number(r, ShuffleMetrics.FALLBACK_FETCH), where);
+            assertEquals(0, RingDriver.number(r, ShuffleMetrics.FALLBACK_APP), where);
+        }
+        assertEquals(0, RingDriver.number(reports.driver(), ShuffleMetrics.FALLBACK_SHUFFLE), reports.driver().toString());
+    }
+
+    @Test
+    @Order(3)
+    void hdfsShellCatAndGetReadThroughTheClientPluginBytesEqual() throws Exception {
+        session.hdfsCatAndGet();
+    }
+
+    @Test
+    @Order(10)
+    void linkDown150msMidShuffle() {
+        assertRecovers(RingSession.Fault.LINK_DOWN_150MS);
+    }
+
+    @Test
+    @Order(11)
+    void linkDown2sMidShuffle() {
+        assertRecovers(RingSession.Fault.LINK_DOWN_2S);
+    }
+
+    @Test
+    @Order(12)
+    void killExecutorMidRead() {
+        assertRecovers(RingSession.Fault.KILL_EXECUTOR);
+    }
+
+    @Test
+    @Order(13)
+    void killDataNodeMidRead() {
+        assertRecovers(RingSession.Fault.KILL_DATANODE);
+    }
+
+    @Test
+    @Order(14)
+    void allLinksFlap1s() {
+        assertRecovers(RingSession.Fault.ALL_LINKS_FLAP_1S);
+    }
+
+    @Test
+    @Order(15)
+    void stopExecutor3s() {
+        assertRecovers(RingSession.Fault.STOP_EXECUTOR_3S);
+    }
+
+    @Test
+    @Order(16)
+    void executorReplacedAtTheSameAddressAndPort() {
+        assertRecovers(RingSession.Fault.REPLACE_EXECUTOR);
+    }
+
+    @Test
+    @Order(17)
+    void linkDown30sMidShuffle() {
+        assertRecovers(RingSession.Fault.LINK_DOWN_30S);
+    }
+}

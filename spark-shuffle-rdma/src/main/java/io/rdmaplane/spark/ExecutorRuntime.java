@@ -13,6 +13,7 @@ import io.rdmaplane.rdma.provider.VerbsOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import io.rdmaplane.spark.registry.RegistryClient;
+import io.rdmaplane.spark.serve.LocateProtocol;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import io.rdmaplane.spark.serve.ShuffleBlockServer;
 import java.net.InetSocketAddress;
@@ -69,12 +70,15 @@ final class ExecutorRuntime implements AutoCloseable {
         PolicyOptions options = PolicyKeys.policyOptions(conf, secret);
         NodeOptions nodeOptions = TransportKeys.nodeOptions(conf, bindHost);
         node = track(provider.createNode(nodeOptions));
+        metrics.watchRegistrations(node);
         store = track(new MapOutputStore(node, conf.get(SparkRdmaConfig.MAP_OUTPUT_CAPACITY), metrics,
                 conf.get(SparkRdmaConfig.MAP_OUTPUT_MAP_FILES)));
         pool = track(new RegisteredMemoryPool(node, TransportKeys.poolOptions(conf)));
         policyMetrics.watchPool("reduce", pool);
         policy = track(new PolicyClient(node, options, policyMetrics));
-        server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store));
+        server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store,
+                conf.get(SparkRdmaConfig.LOCATE_INLINE_THRESHOLD).intValue(),
+                Math.min(LocateProtocol.MAX_RESPONSE_BYTES, nodeOptions.maxMessageSize() - 64)));
         server.start();
         NodeOptions registryNode = new NodeOptions(new InetSocketAddress(bindHost, 0), nodeOptions.maxMessageSize(),
                 nodeOptions.operationTimeout(), nodeOptions.acceptQueueDepth(), nodeOptions.idleTimeout(), VerbsOptions.defaults());

@@ -22,10 +22,16 @@ public final class ShuffleMetrics {
     public static final String NOT_PUBLISHED_OVER_CAP = PREFIX + "notPublished.overCap";
     /** Map outputs not published for another reason (missing or short data file, a segment too big). */
     public static final String NOT_PUBLISHED_FAILED = PREFIX + "notPublished.failed";
-    /** Blocks fetched with RDMA READ and handed to Spark. */
+    /** Blocks fetched over RDMA (one READ each, or inline in the LOCATE answer) and handed to Spark. */
     public static final String FETCH_RDMA_BLOCKS = PREFIX + "fetch.rdma.blocks";
-    /** Payload bytes of the blocks fetched with RDMA READ. */
+    /** Payload bytes of the blocks fetched over RDMA. */
     public static final String FETCH_RDMA_BYTES = PREFIX + "fetch.rdma.bytes";
+    /** Of {@link #FETCH_RDMA_BLOCKS}, those that came inline in the LOCATE answer (no READ). */
+    public static final String FETCH_INLINE_BLOCKS = PREFIX + "fetch.inline.blocks";
+    /** Memory registrations the fetch path made for one block (a landing buffer over the pool's largest slice). */
+    public static final String FETCH_REGISTRATIONS = PREFIX + "fetch.registrations";
+    /** Gauge: memory registrations the executor's data node has made (map outputs, the reduce pool, landings). */
+    public static final String REGISTRATIONS = PREFIX + "registrations";
     /** Blocks handed to Spark's own block transfer (Netty) instead. */
     public static final String FALLBACK_FETCH = PREFIX + "fallback.fetch";
     /** Shuffles routed to the standard path as a whole. */
@@ -43,6 +49,8 @@ public final class ShuffleMetrics {
     private final Counter notPublishedFailed;
     private final Counter fetchRdmaBlocks;
     private final Counter fetchRdmaBytes;
+    private final Counter fetchInlineBlocks;
+    private final Counter fetchRegistrations;
     private final Counter fallbackFetch;
     private final Counter fallbackShuffle;
     private final Counter fallbackApp;
@@ -63,6 +71,8 @@ public final class ShuffleMetrics {
         notPublishedFailed = registry.counter(NOT_PUBLISHED_FAILED);
         fetchRdmaBlocks = registry.counter(FETCH_RDMA_BLOCKS);
         fetchRdmaBytes = registry.counter(FETCH_RDMA_BYTES);
+        fetchInlineBlocks = registry.counter(FETCH_INLINE_BLOCKS);
+        fetchRegistrations = registry.counter(FETCH_REGISTRATIONS);
         fallbackFetch = registry.counter(FALLBACK_FETCH);
         fallbackShuffle = registry.counter(FALLBACK_SHUFFLE);
         fallbackApp = registry.counter(FALLBACK_APP);
@@ -99,6 +109,21 @@ public final class ShuffleMetrics {
 
     public Counter fetchRdmaBytes() {
         return fetchRdmaBytes;
+    }
+
+    public Counter fetchInlineBlocks() {
+        return fetchInlineBlocks;
+    }
+
+    public Counter fetchRegistrations() {
+        return fetchRegistrations;
+    }
+
+    /** Reports {@code node}'s registrations as the {@value #REGISTRATIONS} gauge (once per registry). */
+    public void watchRegistrations(io.rdmaplane.rdma.provider.Node node) {
+        if (!registry.getGauges().containsKey(REGISTRATIONS)) {
+            registry.register(REGISTRATIONS, (Gauge<Long>) node::registrationCount);
+        }
     }
 
     public Counter fallbackFetch() {

@@ -70,11 +70,11 @@ final class ExecutorRuntime implements AutoCloseable {
         PolicyOptions options = PolicyKeys.policyOptions(conf, secret);
         NodeOptions nodeOptions = TransportKeys.nodeOptions(conf, bindHost);
         node = track(provider.createNode(nodeOptions));
-        metrics.watchRegistrations(node);
         store = track(new MapOutputStore(node, conf.get(SparkRdmaConfig.MAP_OUTPUT_CAPACITY), metrics,
                 conf.get(SparkRdmaConfig.MAP_OUTPUT_MAP_FILES)));
         pool = track(new RegisteredMemoryPool(node, TransportKeys.poolOptions(conf)));
         policyMetrics.watchPool("reduce", pool);
+        metrics.watchRegistrations(node, pool);
         policy = track(new PolicyClient(node, options, policyMetrics));
         server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store,
                 conf.get(SparkRdmaConfig.LOCATE_INLINE_THRESHOLD).intValue(),

@@ -32,6 +32,8 @@ public final class ShuffleMetrics {
     public static final String FETCH_REGISTRATIONS = PREFIX + "fetch.registrations";
     /** Gauge: memory registrations the executor's data node has made (map outputs, the reduce pool, landings). */
     public static final String REGISTRATIONS = PREFIX + "registrations";
+    /** Gauge: of {@link #REGISTRATIONS}, the reduce pool's chunks (its warm-up: it stops growing at its working set). */
+    public static final String POOL_REGISTRATIONS = PREFIX + "pool.chunkRegistrations";
     /** Blocks handed to Spark's own block transfer (Netty) instead. */
     public static final String FALLBACK_FETCH = PREFIX + "fallback.fetch";
     /** Shuffles routed to the standard path as a whole. */
@@ -119,10 +121,11 @@ public final class ShuffleMetrics {
         return fetchRegistrations;
     }
 
-    /** Reports {@code node}'s registrations as the {@value #REGISTRATIONS} gauge (once per registry). */
-    public void watchRegistrations(io.rdmaplane.rdma.provider.Node node) {
+    /** Reports the registrations of {@code node} and of its reduce {@code pool} as gauges (once per registry). */
+    public void watchRegistrations(io.rdmaplane.rdma.provider.Node node, io.rdmaplane.rdma.memory.RegisteredMemoryPool pool) {
         if (!registry.getGauges().containsKey(REGISTRATIONS)) {
             registry.register(REGISTRATIONS, (Gauge<Long>) node::registrationCount);
+            registry.register(POOL_REGISTRATIONS, (Gauge<Long>) pool::registrations);
         }
     }
 

@@ -21,8 +21,8 @@ public final class SparkRdmaConfig {
             "Registered (pinned) bytes for map outputs per executor; a map output over the cap is not published and is served by Netty (0 = publish none).");
     public static final ConfigKey<Boolean> MAP_OUTPUT_MAP_FILES = ConfigKey.booleanKey("mapOutput.mapFiles", true,
             "Serve map outputs from a read-only mapping of Spark's data file, registered as it is (no copy; only the Arrow framing is in memory). Where the provider cannot register file mappings (verbs on kernels before 6.2), or when false, map outputs are copied into registered memory.");
-    public static final ConfigKey<Long> LOCATE_INLINE_THRESHOLD = ConfigKey.byteSizeKey("locate.inlineThreshold", "16k", "0", "60k",
-            "Blocks (Arrow-framed) of fewer bytes than this travel inline in the LOCATE answer, with no READ, while the answer has room (at most 60k); larger blocks are one READ each. 0 = never inline.");
+    public static final ConfigKey<Long> LOCATE_INLINE_THRESHOLD = ConfigKey.byteSizeKey("locate.inlineThreshold", "4k", "0", "60k",
+            "Blocks (Arrow-framed) of fewer bytes than this travel inline in the LOCATE answer, with no READ, while the answer has room; larger blocks are one READ each. 0 = never inline. The default is the crossover LocateInlineBenchmark measured on tcp (see README).");
     public static final ConfigKey<Long> MAX_BLOCKS_PER_SHUFFLE = ConfigKey.longKey("maxBlocksPerShuffle", 50_000_000L, 0,
             Long.MAX_VALUE, "A shuffle with more map tasks x reduce partitions than this uses Spark's standard path (logged once per shuffle).");
     public static final ConfigKey<Integer> REGISTRY_PORT = ConfigKey.intKey("registry.port", 0, 0, 65535,

@@ -55,11 +55,12 @@ public final class LocateProtocol {
     /** The most blocks one LOCATE carries. */
     public static final int MAX_BLOCKS = 512;
     /**
-     * The most blocks a reader puts in one LOCATE, so that an answer of READ entries (about 500
-     * bytes each with Spark's block metadata) fits {@link #MAX_RESPONSE_BYTES}; a reduce task with more
-     * blocks on one executor sends several LOCATEs at once.
+     * The most blocks a reader puts in one LOCATE: an answer of READ entries (about 600 bytes each
+     * with Spark's block metadata, most of it the Arrow header) then takes about a third of
+     * {@link #MAX_RESPONSE_BYTES}, leaving the rest for blocks inline. A reduce task with more blocks
+     * on one executor sends several LOCATEs at once.
      */
-    public static final int BLOCKS_PER_REQUEST = 64;
+    public static final int BLOCKS_PER_REQUEST = 32;
     /** The most bytes of one answer: within the default 64 KiB control message, the policy frame aside. */
     public static final int MAX_RESPONSE_BYTES = 60 << 10;
     /** The most bytes of a block's Arrow framing before its payload (schema and batch header). */

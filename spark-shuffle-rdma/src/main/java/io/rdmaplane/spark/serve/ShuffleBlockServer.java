@@ -7,6 +7,7 @@ import io.rdmaplane.rdma.policy.ReadGrants;
 import io.rdmaplane.rdma.policy.ServerLimits;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.spark.SparkRdmaConfig;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
@@ -41,8 +42,8 @@ public final class ShuffleBlockServer implements AutoCloseable {
         this(node, options, ServerLimits.defaults(), metrics, store, DEFAULT_INLINE_THRESHOLD, LocateProtocol.MAX_RESPONSE_BYTES);
     }
 
-    /** The default of {@code spark.shuffle.rdma.locate.inlineThreshold}: see {@link io.rdmaplane.spark.SparkRdmaConfig}. */
-    public static final int DEFAULT_INLINE_THRESHOLD = 16 << 10;
+    /** The default of {@code spark.shuffle.rdma.locate.inlineThreshold}. */
+    public static final int DEFAULT_INLINE_THRESHOLD = SparkRdmaConfig.LOCATE_INLINE_THRESHOLD.defaultValue().intValue();
 
     /**
      * @param inlineThreshold blocks (framed) of fewer bytes than this travel inline in the answer; 0: none

@@ -194,7 +194,7 @@ final class PeerChannel {
     // ---------------------------------------------------------------- connecting and the handshake
 
     private void connect(int gen) {
-        owner.client().node().connect(owner.address(), depth, new Handler(gen)).whenComplete((opened, error) -> {
+        owner.client().node().connect(owner.address(), depth, trafficClass.lane(), new Handler(gen)).whenComplete((opened, error) -> {
             if (error != null) {
                 attemptFailed(gen, "cannot connect: " + rootMessage(error));
                 return;

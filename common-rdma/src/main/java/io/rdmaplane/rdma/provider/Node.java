@@ -30,8 +30,17 @@ public interface Node extends AutoCloseable {
     /** The address peers connect to; valid after {@link #listen}. */
     InetSocketAddress localAddress();
 
-    /** Opens a channel to a listening peer with the given queue depth. */
+    /** Opens a {@link Lane#BULK} channel to a listening peer with the given queue depth. */
     CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler);
+
+    /**
+     * Opens a channel in {@code lane}: a {@link Lane#CONTROL} channel's messages and completions
+     * are handled on a path of their own at both ends, never behind bulk work. A provider without
+     * separate paths treats every lane alike.
+     */
+    default CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler) {
+        return connect(peer, queueDepth, handler);
+    }
 
     /** Registrations made so far: pools use it to prove there is none per IO. */
     long registrationCount();

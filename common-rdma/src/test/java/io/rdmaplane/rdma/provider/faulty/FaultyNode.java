@@ -4,6 +4,7 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -187,9 +188,15 @@ public final class FaultyNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
+        return connect(peer, queueDepth, Lane.BULK, handler);
+    }
+
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane,
+                                              ChannelHandler handler) {
         Objects.requireNonNull(handler, "handler");
         FaultyChannel faulty = new FaultyChannel(this, handler);
-        return inner.connect(peer, queueDepth, faulty.fromInner()).thenApply(faulty::connected);
+        return inner.connect(peer, queueDepth, lane, faulty.fromInner()).thenApply(faulty::connected);
     }
 
     @Override

@@ -13,6 +13,7 @@ import io.rdmaplane.rdma.provider.VerbsOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import io.rdmaplane.spark.registry.RegistryClient;
+import io.rdmaplane.spark.serve.LocateProtocol;
 import io.rdmaplane.spark.serve.MapOutputStore;
 import io.rdmaplane.spark.serve.ShuffleBlockServer;
 import java.net.InetSocketAddress;
@@ -74,13 +75,16 @@ final class ExecutorRuntime implements AutoCloseable {
                 conf.get(SparkRdmaConfig.MAP_OUTPUT_MAP_FILES), conf.get(SparkRdmaConfig.MAP_OUTPUT_MAX_PUBLISH_FAILURES)));
         pool = track(new RegisteredMemoryPool(node, TransportKeys.poolOptions(conf)));
         policyMetrics.watchPool("reduce", pool);
+        metrics.watchRegistrations(node, pool);
         NodeOptions registryNode = new NodeOptions(new InetSocketAddress(bindHost, 0), nodeOptions.maxMessageSize(),
                 nodeOptions.operationTimeout(), nodeOptions.acceptQueueDepth(), nodeOptions.idleTimeout(), VerbsOptions.defaults());
         registry = track(new RegistryClient(Providers.select(conf.get(SparkRdmaConfig.REGISTRY_PROVIDER)), registryNode, options,
                 policyMetrics, registryAddress));
         // A refused connection to an executor Spark removed is final: the registry knows, the reader falls back at once.
         policy = track(new PolicyClient(node, options, policyMetrics, new PolicyClient.Listener() { }, registry::declaredLost));
-        server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store));
+        server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store,
+                conf.get(SparkRdmaConfig.LOCATE_INLINE_THRESHOLD).intValue(),
+                Math.min(LocateProtocol.MAX_RESPONSE_BYTES, nodeOptions.maxMessageSize() - 64)));
         server.start();
         registry.register(executorId, server.address());
         LOG.info("RDMA shuffle: executor {} serves shuffle blocks at {} over the {} provider (registry {})", executorId,

@@ -24,10 +24,18 @@ public final class ShuffleMetrics {
     public static final String NOT_PUBLISHED_FAILED = PREFIX + "notPublished.failed";
     /** Map outputs not offered for publishing because publishing stopped after consecutive failures (Netty serves them). */
     public static final String NOT_PUBLISHED_STOPPED = PREFIX + "notPublished.stopped";
-    /** Blocks fetched with RDMA READ and handed to Spark. */
+    /** Blocks fetched over RDMA (one READ each, or inline in the LOCATE answer) and handed to Spark. */
     public static final String FETCH_RDMA_BLOCKS = PREFIX + "fetch.rdma.blocks";
-    /** Payload bytes of the blocks fetched with RDMA READ. */
+    /** Payload bytes of the blocks fetched over RDMA. */
     public static final String FETCH_RDMA_BYTES = PREFIX + "fetch.rdma.bytes";
+    /** Of {@link #FETCH_RDMA_BLOCKS}, those that came inline in the LOCATE answer (no READ). */
+    public static final String FETCH_INLINE_BLOCKS = PREFIX + "fetch.inline.blocks";
+    /** Memory registrations the fetch path made for one block (a landing buffer over the pool's largest slice). */
+    public static final String FETCH_REGISTRATIONS = PREFIX + "fetch.registrations";
+    /** Gauge: memory registrations the executor's data node has made (map outputs, the reduce pool, landings). */
+    public static final String REGISTRATIONS = PREFIX + "registrations";
+    /** Gauge: of {@link #REGISTRATIONS}, the reduce pool's chunks (its warm-up: it stops growing at its working set). */
+    public static final String POOL_REGISTRATIONS = PREFIX + "pool.chunkRegistrations";
     /** Blocks handed to Spark's own block transfer (Netty) instead. */
     public static final String FALLBACK_FETCH = PREFIX + "fallback.fetch";
     /** Shuffles routed to the standard path as a whole. */
@@ -46,6 +54,8 @@ public final class ShuffleMetrics {
     private final Counter notPublishedStopped;
     private final Counter fetchRdmaBlocks;
     private final Counter fetchRdmaBytes;
+    private final Counter fetchInlineBlocks;
+    private final Counter fetchRegistrations;
     private final Counter fallbackFetch;
     private final Counter fallbackShuffle;
     private final Counter fallbackApp;
@@ -67,6 +77,8 @@ public final class ShuffleMetrics {
         notPublishedStopped = registry.counter(NOT_PUBLISHED_STOPPED);
         fetchRdmaBlocks = registry.counter(FETCH_RDMA_BLOCKS);
         fetchRdmaBytes = registry.counter(FETCH_RDMA_BYTES);
+        fetchInlineBlocks = registry.counter(FETCH_INLINE_BLOCKS);
+        fetchRegistrations = registry.counter(FETCH_REGISTRATIONS);
         fallbackFetch = registry.counter(FALLBACK_FETCH);
         fallbackShuffle = registry.counter(FALLBACK_SHUFFLE);
         fallbackApp = registry.counter(FALLBACK_APP);
@@ -107,6 +119,22 @@ public final class ShuffleMetrics {
 
     public Counter fetchRdmaBytes() {
         return fetchRdmaBytes;
+    }
+
+    public Counter fetchInlineBlocks() {
+        return fetchInlineBlocks;
+    }
+
+    public Counter fetchRegistrations() {
+        return fetchRegistrations;
+    }
+
+    /** Reports the registrations of {@code node} and of its reduce {@code pool} as gauges (once per registry). */
+    public void watchRegistrations(io.rdmaplane.rdma.provider.Node node, io.rdmaplane.rdma.memory.RegisteredMemoryPool pool) {
+        if (!registry.getGauges().containsKey(REGISTRATIONS)) {
+            registry.register(REGISTRATIONS, (Gauge<Long>) node::registrationCount);
+            registry.register(POOL_REGISTRATIONS, (Gauge<Long>) pool::registrations);
+        }
     }
 
     public Counter fallbackFetch() {

@@ -24,6 +24,8 @@ public final class SparkRdmaConfig {
     public static final ConfigKey<Integer> MAP_OUTPUT_MAX_PUBLISH_FAILURES = ConfigKey.intKey("mapOutput.maxPublishFailures", 3, 0,
             1_000_000, "Consecutive failures to register map outputs (a broken data node) after which this executor stops publishing"
                     + " them, logged once: Netty serves every later map output (0 = never stop).");
+    public static final ConfigKey<Long> LOCATE_INLINE_THRESHOLD = ConfigKey.byteSizeKey("locate.inlineThreshold", "4k", "0", "60k",
+            "Blocks (Arrow-framed) of fewer bytes than this travel inline in the LOCATE answer, with no READ, while the answer has room; larger blocks are one READ each. 0 = never inline. The default is the crossover LocateInlineBenchmark measured on tcp (see README).");
     public static final ConfigKey<Long> MAX_BLOCKS_PER_SHUFFLE = ConfigKey.longKey("maxBlocksPerShuffle", 50_000_000L, 0,
             Long.MAX_VALUE, "A shuffle with more map tasks x reduce partitions than this uses Spark's standard path (logged once per shuffle).");
     public static final ConfigKey<Integer> REGISTRY_PORT = ConfigKey.intKey("registry.port", 0, 0, 65535,
@@ -37,7 +39,7 @@ public final class SparkRdmaConfig {
                     + " provider carries the data; tcp works everywhere.");
 
     private static final List<ConfigKey<?>> SPARK_KEYS = List.of(ENABLED, MAP_OUTPUT_CAPACITY, MAP_OUTPUT_MAP_FILES,
-            MAP_OUTPUT_MAX_PUBLISH_FAILURES, MAX_BLOCKS_PER_SHUFFLE,
+            MAP_OUTPUT_MAX_PUBLISH_FAILURES, LOCATE_INLINE_THRESHOLD, MAX_BLOCKS_PER_SHUFFLE,
             REGISTRY_PORT, REGISTRY_ADDRESS, REGISTRY_PROVIDER);
 
     public static final ConfigRegistry REGISTRY = new ConfigRegistry("Spark shuffle", "spark.shuffle.rdma.",

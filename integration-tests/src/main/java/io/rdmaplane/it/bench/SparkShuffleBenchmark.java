@@ -106,10 +106,14 @@ public final class SparkShuffleBenchmark {
                 .render());
         System.out.printf(Locale.ROOT, "ratios RDMA/Netty: job time %s (goal <= 1.0x), fetch wait %s (goal <= 0.8x); results equal in all %d runs (%s)%n",
                 ShuffleReport.ratio(rdmaJob, nettyJob), ShuffleReport.ratio(rdmaWait, nettyWait), 2 * rounds, expected);
+        System.out.printf(Locale.ROOT, "spark-shuffle: registrations per GiB fetched after warm-up = %.2f (goal <= 0)%n",
+                median(rdma, o -> ShuffleReport.perBlockPerGiB(o.executors())));
     }
 
     private static String rdmaCounters(Outcome o) {
         return "  rdma " + ShuffleReport.providers(o.executors()) + ", RDMA blocks " + ShuffleReport.counter(o.executors(), "fetch.rdma.blocks")
+                + " (" + ShuffleReport.counter(o.executors(), "fetch.inline.blocks") + " inline)"
+                + ", registrations " + ShuffleReport.registrations(o.executors())
                 + ", fallbacks fetch/shuffle/app " + ShuffleReport.counter(o.executors(), "fallback.fetch") + "/"
                 + ShuffleReport.counter(o.executors(), "fallback.shuffle") + "/" + ShuffleReport.counter(o.executors(), "fallback.app");
     }

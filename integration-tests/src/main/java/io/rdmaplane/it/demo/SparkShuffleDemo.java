@@ -20,7 +20,7 @@ import java.util.Map;
  * {@code spark.shuffle.manager=io.rdmaplane.spark.RdmaShuffleManager}; then a fresh application
  * runs the same job with Spark's sort shuffle (served and fetched by Netty). Prints both side by
  * side (job time, shuffle bytes written and read, remote and local, fetch wait summed over tasks,
- * records, the provider the executors ran, RDMA reads and fallbacks) and the ratios, and exits
+ * records, the provider the executors ran, RDMA reads (inline ones among them), memory registrations and fallbacks) and the ratios, and exits
  * with status 1 when the two results differ.
  *
  * <p>Arguments (all optional): {@code size=256m value=1000 maps=8 partitions=8 seed=1},
@@ -52,6 +52,8 @@ public final class SparkShuffleDemo {
                 shortName(rdma.manager()), ratio(rdma.jobSeconds(), netty.jobSeconds()),
                 ratio(rdma.metrics().fetchWaitMs(), netty.metrics().fetchWaitMs()),
                 ratio(rdma.metrics().bytesRead(), netty.metrics().bytesRead()));
+        System.out.printf(Locale.ROOT, "spark-shuffle: registrations per GiB fetched after warm-up = %.2f (goal <= 0)%n",
+                ShuffleReport.perBlockPerGiB(rdma.executors()));
         if (!equal) {
             System.err.printf("RESULTS DIFFER: %s gave %s, Netty gave %s%n", rdma.manager(), rdma.digest(), netty.digest());
             System.exit(1);
@@ -77,6 +79,8 @@ public final class SparkShuffleDemo {
                 .row("records read", count(a.recordsRead()), count(b.recordsRead()))
                 .row("blocks read with RDMA READ", counter(rdma.executors(), "fetch.rdma.blocks")
                         + " (" + bytesCounter(rdma, "fetch.rdma.bytes") + ")", "-")
+                .row("  of them inline in LOCATE", counter(rdma.executors(), "fetch.inline.blocks"), "-")
+                .row("memory registrations", ShuffleReport.registrations(rdma.executors()), "-")
                 .row("fallbacks fetch/shuffle/app", counter(rdma.executors(), "fallback.fetch") + "/"
                         + counter(rdma.executors(), "fallback.shuffle") + "/" + counter(rdma.executors(), "fallback.app"), "-")
                 .row("failed tasks", count(a.failedTasks()), count(b.failedTasks()))

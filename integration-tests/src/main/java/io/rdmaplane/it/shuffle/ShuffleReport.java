@@ -89,4 +89,27 @@ public final class ShuffleReport {
         long v = sum(reports, suffix);
         return v < 0 ? "-" : count(v);
     }
+
+    /**
+     * The executors' memory registrations: the total, then by kind (map outputs, the reduce pool's
+     * chunks, per-block landings), and per-block registrations per GiB fetched over RDMA: the
+     * registrations after warm-up, whose goal is zero (a map output's are once per map task, the pool's
+     * its warm-up).
+     */
+    public static String registrations(List<Map<String, String>> reports) {
+        long total = sum(reports, "rdma.shuffle.registrations");
+        if (total < 0) {
+            return "-";
+        }
+        long pool = Math.max(0, sum(reports, "pool.chunkRegistrations"));
+        long perBlock = Math.max(0, sum(reports, "fetch.registrations"));
+        return count(total) + " (map outputs " + count(total - pool - perBlock) + ", reduce pool " + count(pool) + ", per block "
+                + count(perBlock) + " = " + String.format(Locale.ROOT, "%.2f", perBlockPerGiB(reports)) + "/GiB fetched)";
+    }
+
+    /** Per-block registrations per GiB fetched over RDMA (0 when nothing was fetched). */
+    public static double perBlockPerGiB(List<Map<String, String>> reports) {
+        long bytes = sum(reports, "fetch.rdma.bytes");
+        return bytes <= 0 ? 0 : Math.max(0, sum(reports, "fetch.registrations")) / (bytes / (double) (1L << 30));
+    }
 }

@@ -141,7 +141,8 @@ class RdmaShuffleFallbackTest {
     void fetchFallbackWhenAnExecutorBreaksMidJob() {
         withCluster("fallback-fetch", c -> faults(c, Map.of("1." + FaultyProvider.CLOSE_AFTER_REQUESTS, "3",
                                 "0." + FaultyProvider.CORRUPT_READS, "6"))
-                        .set(KEY + "checksum.sampleRate", "1"),
+                        .set(KEY + "checksum.sampleRate", "1")
+                        .set(KEY + "locate.inlineThreshold", "0"), // every block READ, none inline: READs are what is corrupted
                 spark -> {
                     AtomicInteger failedTasks = new AtomicInteger();
                     spark.sparkContext().addSparkListener(new SparkListener() {

@@ -7,7 +7,6 @@ import io.rdmaplane.rdma.memory.RegisteredBuffer;
 import io.rdmaplane.rdma.memory.RegisteredMemoryPool;
 import io.rdmaplane.rdma.policy.PeerConnection;
 import io.rdmaplane.rdma.policy.PolicyClient;
-import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
@@ -38,6 +37,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.function.Function;
+import java.util.zip.CRC32C;
 import org.apache.spark.network.buffer.ManagedBuffer;
 import org.apache.spark.network.shuffle.BlockFetchingListener;
 import org.apache.spark.network.shuffle.BlockPushingListener;
@@ -53,11 +53,15 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One reduce task's block client. It knows every block of the task by executor, so the first
- * {@link #fetchBlocks} for an executor sends ONE LOCATE for all of that executor's blocks of the
- * task (split only above {@link LocateProtocol#MAX_BLOCKS}; the future is cached, also when it
- * fails). Each requested block is then READ into a slice of the executor's registered pool (a
- * dedicated registered buffer above 8 MiB), decoded in place as an Arrow block, checked to be
- * the block asked for, and handed to the listener as a {@link ManagedBuffer} over the payload.
+ * {@link #fetchBlocks} sends, at once, a LOCATE to every remote executor of the task for all of
+ * its blocks there (in parts of {@link LocateProtocol#BLOCKS_PER_REQUEST}, sent together; blocks
+ * an answer DEFERRED are asked again; the futures are cached, also when they fail), so no READ
+ * waits for a LOCATE behind another executor's READs. The answer carries each block's Arrow
+ * framing: a block is ONE READ of its payload into a slice of the executor's registered pool (a
+ * dedicated registered buffer above 8 MiB) between its header and trailer, or, if small, comes
+ * whole in the answer with no READ. Either way it is decoded in place as an Arrow block (an
+ * inline one always CRC32C-checked, a READ one as the policy samples), checked to be the block
+ * asked for, and handed to the listener as a {@link ManagedBuffer} over the payload.
  *
  * <p>Any per-block failure (no address for the executor, LOCATE failed, block not served, no
  * registered buffer, READ failed after the policy's retries or its checksum, a decode that throws
@@ -87,6 +91,7 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
     private final ShuffleMetrics metrics;
     private final Map<String, CompletableFuture<Located>> locates = new ConcurrentHashMap<>();
     private final Set<String> reported = ConcurrentHashMap.newKeySet();
+    private final AtomicBoolean locatedAll = new AtomicBoolean();
     private final ThreadPoolExecutor worker;
     private volatile boolean closed;
 
@@ -96,8 +101,8 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
         ArrowBlock.Block decode(ByteBuffer segment) throws CorruptBlockException;
     }
 
-    /** What one executor's LOCATE said: where each asked-for block is (a null value: not served). */
-    private record Located(PeerConnection peer, Map<BlockRef, RemoteBlock[]> blocks) {
+    /** What one executor's LOCATE said: where each asked-for block is. */
+    private record Located(PeerConnection peer, Map<BlockRef, LocateProtocol.Location> blocks) {
     }
 
     /**
@@ -168,7 +173,28 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
             }
         }
         CompletableFuture<Located> located = locates.computeIfAbsent(execId, e -> locate(e, address, asked));
+        locateAll();
         located.whenComplete((answer, error) -> run(() -> readAll(call, refs, answer, error)));
+    }
+
+    /** Sends the LOCATEs of every other remote executor of the task too (once), before any READ starts. */
+    private void locateAll() {
+        if (!locatedAll.compareAndSet(false, true)) {
+            return;
+        }
+        for (String execId : blocksByExecutor.keySet()) {
+            if (!locates.containsKey(execId)) {
+                InetSocketAddress address;
+                try {
+                    address = addresses.apply(execId);
+                } catch (RuntimeException e) {
+                    continue; // its own fetchBlocks looks it up again and falls back
+                }
+                if (address != null) {
+                    locates.computeIfAbsent(execId, e -> locate(e, address, List.of()));
+                }
+            }
+        }
     }
 
     // ---------------------------------------------------------------- LOCATE
@@ -191,30 +217,47 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
             return CompletableFuture.failedFuture(e);
         }
         List<BlockRef> list = new ArrayList<>(all);
-        List<CompletableFuture<Map<BlockRef, RemoteBlock[]>>> parts = new ArrayList<>();
-        for (int from = 0; from < list.size(); from += LocateProtocol.MAX_BLOCKS) {
-            List<BlockRef> part = list.subList(from, Math.min(list.size(), from + LocateProtocol.MAX_BLOCKS));
-            ByteBuffer request = LocateProtocol.encodeRequest(new LocateProtocol.Request(shuffleId, part));
-            metrics.locateRequests().inc();
-            CompletableFuture<ByteBuffer> answer;
-            try {
-                answer = peer.request(request);
-            } catch (RuntimeException e) {
-                answer = CompletableFuture.failedFuture(e);
-            }
-            parts.add(answer.thenApply(response -> {
-                RemoteBlock[][] located = LocateProtocol.decodeResponse(response, part.size());
-                Map<BlockRef, RemoteBlock[]> map = new HashMap<>();
-                for (int i = 0; i < located.length; i++) {
-                    map.put(part.get(i), located[i]);
-                }
-                return map;
-            }));
+        List<CompletableFuture<Map<BlockRef, LocateProtocol.Location>>> parts = new ArrayList<>();
+        for (int from = 0; from < list.size(); from += LocateProtocol.BLOCKS_PER_REQUEST) {
+            parts.add(locatePart(peer, list.subList(from, Math.min(list.size(), from + LocateProtocol.BLOCKS_PER_REQUEST))));
         }
         return CompletableFuture.allOf(parts.toArray(CompletableFuture[]::new)).thenApply(v -> {
-            Map<BlockRef, RemoteBlock[]> blocks = new HashMap<>();
+            Map<BlockRef, LocateProtocol.Location> blocks = new HashMap<>();
             parts.forEach(p -> blocks.putAll(p.join()));
             return new Located(peer, blocks);
+        });
+    }
+
+    /**
+     * One LOCATE for {@code part}, and another for the blocks its answer DEFERRED, as long as each
+     * answer locates at least one; blocks deferred by an answer that located none stay DEFERRED.
+     */
+    private CompletableFuture<Map<BlockRef, LocateProtocol.Location>> locatePart(PeerConnection peer, List<BlockRef> part) {
+        ByteBuffer request = LocateProtocol.encodeRequest(new LocateProtocol.Request(shuffleId, part));
+        metrics.locateRequests().inc();
+        CompletableFuture<ByteBuffer> answer;
+        try {
+            answer = peer.request(request);
+        } catch (RuntimeException e) {
+            answer = CompletableFuture.failedFuture(e);
+        }
+        return answer.thenCompose(response -> {
+            List<LocateProtocol.Location> located = LocateProtocol.decodeResponse(response, part.size());
+            Map<BlockRef, LocateProtocol.Location> map = new HashMap<>();
+            List<BlockRef> deferred = new ArrayList<>();
+            for (int i = 0; i < located.size(); i++) {
+                map.put(part.get(i), located.get(i));
+                if (located.get(i) instanceof LocateProtocol.Deferred) {
+                    deferred.add(part.get(i));
+                }
+            }
+            if (deferred.isEmpty() || deferred.size() == part.size()) {
+                return CompletableFuture.completedFuture(map);
+            }
+            return locatePart(peer, deferred).thenApply(more -> {
+                map.putAll(more);
+                return map;
+            });
         });
     }
 
@@ -232,13 +275,21 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
                     call.fail(i, "LOCATE failed: " + describe(error), true);
                 } else if (!located.blocks.containsKey(refs[i])) {
                     call.fail(i, "block " + call.blockIds[i] + " was not in the task's block list, so not located", false);
-                } else if (located.blocks.get(refs[i]) == null) {
+                } else if (located.blocks.get(refs[i]) instanceof LocateProtocol.NotServed) {
                     call.fail(i, "block " + call.blockIds[i] + " is not served over RDMA (not published there, e.g. over"
                             + " its map-output cap)", false);
+                } else if (located.blocks.get(refs[i]) instanceof LocateProtocol.Deferred) {
+                    call.fail(i, "block " + call.blockIds[i] + " found no room in any LOCATE answer", true);
                 } else {
                     int index = i;
-                    VirtualMachineError thrown = guarded(call, i,
-                            () -> read(call, index, refs[index], located.blocks.get(refs[index]), located.peer));
+                    LocateProtocol.Location location = located.blocks.get(refs[index]);
+                    VirtualMachineError thrown = guarded(call, i, () -> {
+                        if (location instanceof LocateProtocol.Inline inline) {
+                            deliverInline(call, index, refs[index], inline.block());
+                        } else {
+                            read(call, index, refs[index], (LocateProtocol.Read) location, located.peer);
+                        }
+                    });
                     fatal = fatal == null ? thrown : fatal;
                 }
             }
@@ -250,50 +301,72 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
         }
     }
 
-    /** READs a block's pieces, in order, into one landing buffer; together they are the Arrow block. */
-    private void read(Call call, int index, BlockRef ref, RemoteBlock[] pieces, PeerConnection peer) {
+    /** Puts the block's header and trailer into one landing buffer and READs its payload between them: the Arrow block. */
+    private void read(Call call, int index, BlockRef ref, LocateProtocol.Read location, PeerConnection peer) {
         if (closed) {
             call.fail(index, "the task's RDMA client is closed", false);
             return;
         }
-        int length = 0;
-        for (RemoteBlock piece : pieces) {
-            length += piece.length(); // the decoder bounds the sum well below 2 GiB
-        }
+        int length = location.blockLength(); // the decoder bounds it well below 2 GiB
+        int header = location.header().remaining();
         Landing landing;
         try {
-            landing = length <= RegisteredMemoryPool.MAX_SLICE_BYTES
-                    ? new PooledLanding(pool.acquire(length))
-                    : new DedicatedLanding(node, length);
+            if (length <= RegisteredMemoryPool.MAX_SLICE_BYTES) {
+                landing = new PooledLanding(pool.acquire(length));
+            } else {
+                landing = new DedicatedLanding(node, length);
+                metrics.fetchRegistrations().inc();
+            }
         } catch (Exception e) { // PoolExhaustedException, TransportException, a closed pool
             call.fail(index, "no registered buffer for " + length + " bytes: " + describe(e), true);
             return;
         }
-        CompletableFuture<?>[] reads = new CompletableFuture<?>[pieces.length];
+        ByteBuffer framed = landing.view(length);
+        framed.put(0, location.header(), location.header().position(), header);
+        framed.put(header + location.payload().length(), location.trailer(), location.trailer().position(),
+                location.trailer().remaining());
+        CompletableFuture<?>[] reads = new CompletableFuture<?>[1];
         try {
-            int offset = landing.offset();
-            for (int p = 0; p < pieces.length; p++) {
-                reads[p] = peer.read(pieces[p], landing.region(), offset);
-                offset += pieces[p].length();
-            }
+            reads[0] = peer.read(location.payload(), landing.region(), landing.offset() + header);
         } catch (RuntimeException e) {
-            // pieces already posted complete into the landing: free it only once they are done
-            int blockLength = length;
-            CompletableFuture.allOf(java.util.Arrays.stream(reads).filter(Objects::nonNull)
-                    .map(f -> f.exceptionally(x -> null)).toArray(CompletableFuture[]::new))
-                    .whenComplete((v, x) -> landing.free());
-            call.fail(index, "READ of " + call.blockIds[index] + " (" + blockLength + " bytes) could not start: "
-                    + describe(e), true);
+            landing.free();
+            call.fail(index, "READ of " + call.blockIds[index] + " (" + length + " bytes) could not start: " + describe(e), true);
             return;
         }
-        int blockLength = length;
-        CompletableFuture.allOf(java.util.Arrays.stream(reads).map(f -> f.exceptionally(x -> null))
-                .toArray(CompletableFuture[]::new)).whenComplete((v, ignored) -> {
-                    VirtualMachineError fatal = guarded(call, index, () -> landed(call, index, ref, blockLength, landing, reads));
-                    if (fatal != null) {
-                        throw fatal;
-                    }
-                });
+        reads[0].whenComplete((v, ignored) -> {
+            VirtualMachineError fatal = guarded(call, index, () -> landed(call, index, ref, length, landing, reads));
+            if (fatal != null) {
+                throw fatal;
+            }
+        });
+    }
+
+    /** Delivers a block that came whole in the LOCATE answer, its payload CRC32C-checked (no READ verified it). */
+    private void deliverInline(Call call, int index, BlockRef ref, ByteBuffer block) {
+        RdmaManagedBuffer buffer;
+        try {
+            ArrowBlock.Block decoded = decoder.decode(block.duplicate());
+            String mismatch = identityMismatch(decoded.metadata(), ref);
+            if (mismatch != null) {
+                throw new CorruptBlockException(mismatch);
+            }
+            CRC32C crc = new CRC32C();
+            decoded.payload().forEach(view -> crc.update(view.duplicate()));
+            if ((int) crc.getValue() != decoded.crc32c()) {
+                throw new CorruptBlockException("the inline payload fails its CRC32C");
+            }
+            buffer = new RdmaManagedBuffer(decoded.payload(), decoded.payloadLength(), () -> { }, call.blockIds[index]);
+        } catch (Throwable e) { // anything: a hostile block must not leave its block unsettled
+            call.fail(index, "inline block " + call.blockIds[index] + " did not decode: " + describe(e), true);
+            if (isFatal(e)) {
+                throw (VirtualMachineError) e;
+            }
+            return;
+        }
+        metrics.fetchRdmaBlocks().inc();
+        metrics.fetchRdmaBytes().inc(buffer.size());
+        metrics.fetchInlineBlocks().inc();
+        call.succeed(index, buffer);
     }
 
     /** On the completion of a block's last READ: delivers it, or fails it if a READ failed. */

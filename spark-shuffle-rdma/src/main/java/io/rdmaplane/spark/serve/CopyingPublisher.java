@@ -49,6 +49,7 @@ import org.apache.arrow.memory.BufferAllocator;
  */
 final class CopyingPublisher implements MapOutputPublisher {
     private static final int PAGE = 4096;
+    private static final ByteBuffer EMPTY = ByteBuffer.allocate(0).asReadOnlyBuffer();
     /** The largest segment bound a direct buffer can hold. */
     private static final long MAX_SEGMENT_BOUND = Integer.MAX_VALUE - 3 * PAGE;
 
@@ -77,13 +78,16 @@ final class CopyingPublisher implements MapOutputPublisher {
         }
         List<Held> regions = new ArrayList<>(built.size());
         RemoteBlock[][] segments = new RemoteBlock[lengths.length][];
+        Block[] blocks = new Block[lengths.length];
         try {
             for (Built b : built) {
                 MemoryRegion region = node.register(b.memory.duplicate().limit(b.used).position(0), Set.of(Access.REMOTE_READ));
                 regions.add(new Held(region, b.memory));
                 for (Segment seg : b.segments) {
-                    segments[seg.reduceId] = new RemoteBlock[] {
-                        new RemoteBlock(region.address() + seg.offset, region.rkey(), seg.length, seg.crc32c)};
+                    RemoteBlock remote = new RemoteBlock(region.address() + seg.offset, region.rkey(), seg.length, seg.crc32c);
+                    segments[seg.reduceId] = new RemoteBlock[] {remote};
+                    blocks[seg.reduceId] = new Block(EMPTY, remote, EMPTY,
+                            b.memory.duplicate().limit(seg.offset + seg.length).position(seg.offset).slice());
                 }
             }
         } catch (TransportException | RuntimeException e) {
@@ -92,7 +96,7 @@ final class CopyingPublisher implements MapOutputPublisher {
             built.subList(regions.size(), built.size()).forEach(b -> recycler.give(b.memory, Duration.ZERO));
             throw new IOException("registration failed: " + e, e);
         }
-        return new MapOutput(this, List.copyOf(regions), segments, bytes);
+        return new MapOutput(this, List.copyOf(regions), segments, blocks, bytes);
     }
 
     /** Deregisters (rkeys revoked first), then keeps the memory for reuse after the quarantine. */

@@ -15,19 +15,26 @@ import java.util.Objects;
  * big-endian; the policy layer CRC32C-checks every frame).
  * <ul>
  * <li>LOCATE: {@code int shuffleId, int count, count × (long mapId, int reduceId)}.</li>
- * <li>LOCATED: {@code int count} (equal to the request's), then per block {@code u8 pieces}
- *     (0 = not served over RDMA, else 1..{@value #MAX_PIECES}) and that many remote blocks
- *     {@code long address, int rkey, int length, int crc32c}: the pieces a reader READs, in order,
- *     into one buffer, which then holds the Arrow block (one piece for a copied segment; framing,
- *     payload and framing for one served from the data file's mapping). Each CRC32C covers its piece.</li>
+ * <li>LOCATED: {@code int count} (equal to the request's), then per block a {@code u8 kind} and:
+ *     <ul>
+ *     <li>0 NOT_SERVED (not served over RDMA here), 3 DEFERRED (no room left in this answer: ask
+ *         again): nothing more;</li>
+ *     <li>1 READ: {@code i32 length, header bytes} (at most {@value #MAX_HEADER_BYTES}), {@code i32
+ *         length, trailer bytes} (at most {@value #MAX_TRAILER_BYTES}) and the payload's remote block
+ *         {@code long address, int rkey, int length, int crc32c}: the reader puts header, READ
+ *         payload and trailer back to back in one buffer, which then holds the Arrow block; one READ
+ *         per block. The CRC32C covers the payload;</li>
+ *     <li>2 INLINE: {@code i32 length} and the whole Arrow block (at most {@value #MAX_INLINE_BYTES}
+ *         bytes): a small block travels in the answer, with no READ.</li>
+ *     </ul></li>
  * </ul>
- * Every decoder checks the version, the type, every count and every length against the bytes
- * present and throws {@link MalformedMessageException} naming the field on malformed input,
- * never anything else.
+ * Every decoder checks the version, the type, every count and every length against its bound and
+ * the bytes present before anything is allocated, and throws {@link MalformedMessageException}
+ * naming the field on malformed input, never anything else.
  */
 public final class LocateProtocol {
-    /** 2: the first on the shared codec. */
-    public static final int VERSION = 2;
+    /** 3: LOCATED carries each block's framing, or the whole block inline (2: pieces only). */
+    public static final int VERSION = 3;
 
     public enum Type {
         LOCATE(0x10),
@@ -45,18 +52,31 @@ public final class LocateProtocol {
     }
 
     public static final Protocol<Type> PROTOCOL = Protocol.of("locate", VERSION, Type.class, Type::wireId);
-    /**
-     * The most blocks one LOCATE carries: its response (6 + 61 bytes per block at most, about
-     * 31 KiB) then fits the default 64 KiB control message with room to spare. A reduce task with more
-     * blocks on one executor sends several LOCATEs at once.
-     */
+    /** The most blocks one LOCATE carries. */
     public static final int MAX_BLOCKS = 512;
-    /** The most pieces one block is gathered from. */
-    public static final int MAX_PIECES = 3;
+    /**
+     * The most blocks a reader puts in one LOCATE: an answer of READ entries (about 600 bytes each
+     * with Spark's block metadata, most of it the Arrow header) then takes about a third of
+     * {@link #MAX_RESPONSE_BYTES}, leaving the rest for blocks inline. A reduce task with more blocks
+     * on one executor sends several LOCATEs at once.
+     */
+    public static final int BLOCKS_PER_REQUEST = 32;
+    /** The most bytes of one answer: within the default 64 KiB control message, the policy frame aside. */
+    public static final int MAX_RESPONSE_BYTES = 60 << 10;
+    /** The most bytes of a block's Arrow framing before its payload (schema and batch header). */
+    public static final int MAX_HEADER_BYTES = 2048;
+    /** The most bytes of a block's Arrow framing after its payload (padding and end of stream). */
+    public static final int MAX_TRAILER_BYTES = 64;
+    /** The most bytes of a block sent inline. */
+    public static final int MAX_INLINE_BYTES = MAX_RESPONSE_BYTES;
     private static final int REQUEST_HEADER = Protocol.HEADER_BYTES + 4 + 4;
     private static final int REQUEST_ENTRY = 8 + 4;
-    private static final int PIECE = MessageReader.REMOTE_BLOCK_BYTES;
-    /** A block's pieces land in one buffer: together they stay below what one buffer holds. */
+    private static final int RESPONSE_HEADER = Protocol.HEADER_BYTES + 4;
+    private static final int KIND_NOT_SERVED = 0;
+    private static final int KIND_READ = 1;
+    private static final int KIND_INLINE = 2;
+    private static final int KIND_DEFERRED = 3;
+    /** A block's header, payload and trailer land in one buffer: together they stay below what one buffer holds. */
     private static final long MAX_BLOCK_BYTES = Integer.MAX_VALUE - 4096;
 
     /** One block of a shuffle: the map output and the reduce partition. */
@@ -92,9 +112,70 @@ public final class LocateProtocol {
         return REQUEST_HEADER + count * REQUEST_ENTRY;
     }
 
-    /** Bytes of the response for {@code count} blocks when all are served (the largest it can be). */
-    public static int maxResponseBytes(int count) {
-        return Protocol.HEADER_BYTES + 4 + count * (1 + MAX_PIECES * PIECE);
+    /** What a LOCATE answer says of one block. */
+    public sealed interface Location permits NotServed, Deferred, Read, Inline {
+    }
+
+    /** Not served over RDMA by that executor (not published there, e.g. over its cap). */
+    public record NotServed() implements Location {
+    }
+
+    /** No room was left in the answer: LOCATE it again. */
+    public record Deferred() implements Location {
+    }
+
+    /**
+     * Served by one READ of {@code payload} between the block's framing: {@code header}, then the
+     * READ bytes, then {@code trailer} are the Arrow block. The buffers' remaining bytes count.
+     */
+    public record Read(ByteBuffer header, RemoteBlock payload, ByteBuffer trailer) implements Location {
+        public Read {
+            Objects.requireNonNull(payload, "payload");
+            if (header.remaining() > MAX_HEADER_BYTES || trailer.remaining() > MAX_TRAILER_BYTES) {
+                throw new IllegalArgumentException("a block's framing is at most " + MAX_HEADER_BYTES + " + " + MAX_TRAILER_BYTES
+                        + " bytes, not " + header.remaining() + " + " + trailer.remaining());
+            }
+            if ((long) header.remaining() + payload.length() + trailer.remaining() > MAX_BLOCK_BYTES) {
+                throw new IllegalArgumentException("a block holds less than 2 GiB");
+            }
+        }
+
+        /** Bytes of the whole Arrow block. */
+        public int blockLength() {
+            return header.remaining() + payload.length() + trailer.remaining();
+        }
+    }
+
+    /** The whole Arrow block (its remaining bytes), carried in the answer. */
+    public record Inline(ByteBuffer block) implements Location {
+        public Inline {
+            if (block.remaining() < 1 || block.remaining() > MAX_INLINE_BYTES) {
+                throw new IllegalArgumentException("an inline block has 1.." + MAX_INLINE_BYTES + " bytes, not " + block.remaining());
+            }
+        }
+    }
+
+    public static final Location NOT_SERVED = new NotServed();
+    public static final Location DEFERRED = new Deferred();
+
+    /** Bytes {@code location} takes in an answer. */
+    public static int entryBytes(Location location) {
+        if (location instanceof Read read) {
+            return 1 + 4 + read.header().remaining() + 4 + read.trailer().remaining() + MessageReader.REMOTE_BLOCK_BYTES;
+        }
+        if (location instanceof Inline inline) {
+            return 1 + 4 + inline.block().remaining();
+        }
+        return 1;
+    }
+
+    /** Bytes of an answer with these entries. */
+    public static int responseBytes(List<? extends Location> located) {
+        int bytes = RESPONSE_HEADER;
+        for (Location location : located) {
+            bytes += entryBytes(location);
+        }
+        return bytes;
     }
 
     public static ByteBuffer encodeRequest(Request request) {
@@ -137,21 +218,21 @@ public final class LocateProtocol {
         return new Request(shuffleId, blocks);
     }
 
-    /** Encodes a response; {@code located[i]} (block i's pieces) is null when block i is not served over RDMA. */
-    public static ByteBuffer encodeResponse(RemoteBlock[][] located) {
-        if (located.length < 1 || located.length > MAX_BLOCKS) {
-            throw new IllegalArgumentException("count: must be 1.." + MAX_BLOCKS + ", was " + located.length);
+    /** Encodes a response, one location per block of the request, in its order. */
+    public static ByteBuffer encodeResponse(List<? extends Location> located) {
+        if (located.size() < 1 || located.size() > MAX_BLOCKS) {
+            throw new IllegalArgumentException("count: must be 1.." + MAX_BLOCKS + ", was " + located.size());
         }
-        MessageWriter out = PROTOCOL.write(Type.LOCATED).i32(located.length);
-        for (RemoteBlock[] pieces : located) {
-            if (pieces != null && (pieces.length < 1 || pieces.length > MAX_PIECES)) {
-                throw new IllegalArgumentException("a block has 1.." + MAX_PIECES + " pieces, not " + pieces.length);
-            }
-            out.u8(pieces == null ? 0 : pieces.length);
-            if (pieces != null) {
-                for (RemoteBlock piece : pieces) {
-                    out.remoteBlock(piece.address(), piece.rkey(), piece.length(), piece.crc32c());
-                }
+        MessageWriter out = PROTOCOL.write(Type.LOCATED).i32(located.size());
+        for (Location location : located) {
+            if (location instanceof Read read) {
+                RemoteBlock p = read.payload();
+                out.u8(KIND_READ).i32(read.header().remaining()).rest(read.header()).i32(read.trailer().remaining())
+                        .rest(read.trailer()).remoteBlock(p.address(), p.rkey(), p.length(), p.crc32c());
+            } else if (location instanceof Inline inline) {
+                out.u8(KIND_INLINE).i32(inline.block().remaining()).rest(inline.block());
+            } else {
+                out.u8(location instanceof Deferred ? KIND_DEFERRED : KIND_NOT_SERVED);
             }
         }
         return out.finish();
@@ -159,11 +240,11 @@ public final class LocateProtocol {
 
     /**
      * Decodes a response to a request of {@code expectedCount} blocks (its position is not
-     * moved). Element i is block i's pieces, or null when it is not served over RDMA.
+     * moved): element i says where block i is.
      *
      * @throws MalformedMessageException naming the field that is malformed
      */
-    public static RemoteBlock[][] decodeResponse(ByteBuffer in, int expectedCount) {
+    public static List<Location> decodeResponse(ByteBuffer in, int expectedCount) {
         Objects.requireNonNull(in, "in");
         MessageReader<Type> r = PROTOCOL.read(in, Type.LOCATED);
         int count = r.count("count", 1, MAX_BLOCKS);
@@ -171,24 +252,30 @@ public final class LocateProtocol {
             throw r.malformed("count", "the response has " + count + " blocks, the request had " + expectedCount);
         }
         r.need("count", count); // at least one byte per block, before anything is allocated for them
-        RemoteBlock[][] located = new RemoteBlock[count][];
+        List<Location> located = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
-            int pieces = r.u8("pieces of block " + i);
-            if (pieces == 0) {
-                continue;
-            }
-            if (pieces > MAX_PIECES) {
-                throw r.malformed("pieces of block " + i, "expected 0.." + MAX_PIECES + ", was " + pieces);
-            }
-            r.need("location of block " + i, (long) pieces * PIECE);
-            located[i] = new RemoteBlock[pieces];
-            long total = 0;
-            for (int p = 0; p < pieces; p++) {
-                located[i][p] = r.remoteBlock("piece " + p + " of block " + i, Integer.MAX_VALUE, RemoteBlock::new);
-                total += located[i][p].length();
-            }
-            if (total > MAX_BLOCK_BYTES) {
-                throw r.malformed("length of block " + i, "its pieces add up to " + total + " bytes, more than one buffer holds");
+            int kind = r.u8("kind of block " + i);
+            switch (kind) {
+                case KIND_NOT_SERVED -> located.add(NOT_SERVED);
+                case KIND_DEFERRED -> located.add(DEFERRED);
+                case KIND_READ -> {
+                    ByteBuffer header = ByteBuffer.wrap(r.bytes("header of block " + i, MAX_HEADER_BYTES));
+                    ByteBuffer trailer = ByteBuffer.wrap(r.bytes("trailer of block " + i, MAX_TRAILER_BYTES));
+                    RemoteBlock payload = r.remoteBlock("payload of block " + i, Integer.MAX_VALUE, RemoteBlock::new);
+                    if ((long) header.remaining() + payload.length() + trailer.remaining() > MAX_BLOCK_BYTES) {
+                        throw r.malformed("length of block " + i, "header, payload and trailer add up to more than one"
+                                + " buffer holds");
+                    }
+                    located.add(new Read(header, payload, trailer));
+                }
+                case KIND_INLINE -> {
+                    byte[] block = r.bytes("inline block " + i, MAX_INLINE_BYTES);
+                    if (block.length == 0) {
+                        throw r.malformed("inline block " + i, "is empty");
+                    }
+                    located.add(new Inline(ByteBuffer.wrap(block)));
+                }
+                default -> throw r.malformed("kind of block " + i, "expected 0..3, was " + kind);
             }
         }
         if (r.remaining() > 0) {

@@ -37,10 +37,22 @@ interface MapOutputPublisher {
 
     /**
      * A published map output: its regions, each reduce partition's segment as the pieces a
-     * reader gathers in order (null for an empty partition), the registered bytes it holds against
-     * the cap, and the publisher that releases it.
+     * reader gathers in order and as the block LOCATE serves (both null for an empty partition),
+     * the registered bytes it holds against the cap, and the publisher that releases it.
      */
-    record MapOutput(MapOutputPublisher publisher, List<Held> regions, RemoteBlock[][] segments, long bytes) {
+    record MapOutput(MapOutputPublisher publisher, List<Held> regions, RemoteBlock[][] segments, Block[] blocks, long bytes) {
+    }
+
+    /**
+     * One partition's Arrow block as LOCATE serves it: {@code header}, the bytes of {@code remote}
+     * and {@code trailer} back to back are the block; {@code remoteBytes} is the memory under
+     * {@code remote}, copied into an answer when the block travels inline. A copied segment has
+     * its framing in the region already (empty header and trailer).
+     */
+    record Block(ByteBuffer header, RemoteBlock remote, ByteBuffer trailer, ByteBuffer remoteBytes) {
+        int length() {
+            return header.remaining() + remote.length() + trailer.remaining();
+        }
     }
 
     /** Thrown inside a publish when the output does not fit the cap. */

@@ -172,6 +172,16 @@ public final class MapOutputStore implements AutoCloseable {
         return output.segments()[reduceId];
     }
 
+    /** One block as LOCATE serves it (its framing, its payload's remote block and memory), or null if not held. */
+    MapOutputPublisher.Block block(int shuffleId, long mapId, int reduceId) {
+        ShuffleOutputs outputs = shuffles.get(shuffleId);
+        MapOutput output = outputs == null ? null : outputs.maps.get(mapId);
+        if (output == null || reduceId < 0 || reduceId >= output.blocks().length) {
+            return null;
+        }
+        return output.blocks()[reduceId];
+    }
+
     /** Deregisters (rkeys revoked) and frees every map output of the shuffle. */
     public void removeShuffle(int shuffleId) {
         ShuffleOutputs outputs;

@@ -125,6 +125,7 @@ final class MappedPublisher implements MapOutputPublisher {
             throw new IOException("registering the framing failed: " + e, e);
         }
         RemoteBlock[][] segments = new RemoteBlock[lengths.length][];
+        Block[] blocks = new Block[lengths.length];
         for (int r = 0; r < lengths.length; r++) {
             if (framings[r] != null) {
                 ByteBuffer header = framings[r].header();
@@ -135,10 +136,12 @@ final class MappedPublisher implements MapOutputPublisher {
                             framings[r].payloadCrc32c()),
                     new RemoteBlock(framingRegion.address() + trailerAt[r], framingRegion.rkey(), trailer.remaining(),
                             crc(trailer))};
+                blocks[r] = new Block(header.asReadOnlyBuffer(), segments[r][1], trailer.asReadOnlyBuffer(),
+                        mapping.slice(fileOffsets[r], (int) lengths[r]));
             }
         }
         return new MapOutput(this, List.of(new Held(payloadRegion, mapping), new Held(framingRegion, framing)), segments,
-                bytes);
+                blocks, bytes);
     }
 
     @Override

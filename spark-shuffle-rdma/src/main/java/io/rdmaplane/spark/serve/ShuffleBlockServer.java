@@ -4,12 +4,13 @@ import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.policy.ReadGrants;
-import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.policy.ServerLimits;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.spark.SparkRdmaConfig;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.UUID;
@@ -19,7 +20,10 @@ import org.slf4j.LoggerFactory;
 /**
  * The serving side of one executor: a {@link PolicyServer} on its data node that answers LOCATE
  * requests from a {@link MapOutputStore}, granting the located regions to the asking peer (the
- * provider serves a peer's READs of its grants only). A malformed request
+ * provider serves a peer's READs of its grants only). Each block is answered with its Arrow
+ * framing and the remote block of its payload (one READ), or, below the inline threshold, as the
+ * whole block in the answer (no READ), within {@link LocateProtocol#MAX_RESPONSE_BYTES}: blocks
+ * beyond that are DEFERRED, and the reader asks again. A malformed request
  * (anything {@link LocateProtocol#decodeRequest} refuses) is answered with the policy layer's
  * ERROR frame naming the field; the channel and the server go on.
  */
@@ -29,17 +33,37 @@ public final class ShuffleBlockServer implements AutoCloseable {
     private final Node node;
     private final MapOutputStore store;
     private final PolicyServer server;
+    private final int inlineThreshold;
+    private final int responseBudget;
     private volatile Runnable locateListener;
 
-    /** A server with the {@linkplain ServerLimits#defaults() default limits}. */
+    /** A server with the {@linkplain ServerLimits#defaults() default limits} and inline threshold. */
     public ShuffleBlockServer(Node node, PolicyOptions options, PolicyMetrics metrics, MapOutputStore store) {
-        this(node, options, ServerLimits.defaults(), metrics, store);
+        this(node, options, ServerLimits.defaults(), metrics, store, DEFAULT_INLINE_THRESHOLD, LocateProtocol.MAX_RESPONSE_BYTES);
     }
 
+    /** The default of {@code spark.shuffle.rdma.locate.inlineThreshold}. */
+    public static final int DEFAULT_INLINE_THRESHOLD = SparkRdmaConfig.LOCATE_INLINE_THRESHOLD.defaultValue().intValue();
+
+    /**
+     * @param inlineThreshold blocks (framed) of fewer bytes than this travel inline in the answer; 0: none
+     * @param responseBudget  the most bytes of one answer (at most {@link LocateProtocol#MAX_RESPONSE_BYTES},
+     *                        and below the control message size)
+     */
     public ShuffleBlockServer(Node node, PolicyOptions options, ServerLimits limits, PolicyMetrics metrics,
-                              MapOutputStore store) {
+                              MapOutputStore store, int inlineThreshold, int responseBudget) {
         this.node = Objects.requireNonNull(node, "node");
         this.store = Objects.requireNonNull(store, "store");
+        if (inlineThreshold < 0 || inlineThreshold > LocateProtocol.MAX_INLINE_BYTES) {
+            throw new IllegalArgumentException("inlineThreshold must be 0.." + LocateProtocol.MAX_INLINE_BYTES + ", was "
+                    + inlineThreshold);
+        }
+        if (responseBudget < 64 || responseBudget > LocateProtocol.MAX_RESPONSE_BYTES) {
+            throw new IllegalArgumentException("responseBudget must be 64.." + LocateProtocol.MAX_RESPONSE_BYTES + ", was "
+                    + responseBudget);
+        }
+        this.inlineThreshold = inlineThreshold;
+        this.responseBudget = responseBudget;
         this.server = new PolicyServer(node, options, limits, metrics, this::locate);
     }
 
@@ -72,18 +96,37 @@ public final class ShuffleBlockServer implements AutoCloseable {
 
     private ByteBuffer locate(PolicyServer.PeerIdentity peer, ByteBuffer request) {
         LocateProtocol.Request decoded = LocateProtocol.decodeRequest(request); // IllegalArgumentException → ERROR answer
-        List<LocateProtocol.BlockRef> blocks = decoded.blocks();
-        RemoteBlock[][] located = new RemoteBlock[blocks.size()][];
-        for (int i = 0; i < located.length; i++) {
-            LocateProtocol.BlockRef block = blocks.get(i);
-            located[i] = store.locate(decoded.shuffleId(), block.mapId(), block.reduceId());
-            if (located[i] != null) {
-                for (RemoteBlock piece : located[i]) {
-                    peer.grant(piece.rkey()); // the asking peer READs these, and no other peer by their keys
+        List<LocateProtocol.BlockRef> refs = decoded.blocks();
+        MapOutputPublisher.Block[] blocks = new MapOutputPublisher.Block[refs.size()];
+        List<LocateProtocol.Location> answer = new ArrayList<>(refs.size());
+        for (int i = 0; i < blocks.length; i++) {
+            LocateProtocol.BlockRef ref = refs.get(i);
+            blocks[i] = store.block(decoded.shuffleId(), ref.mapId(), ref.reduceId());
+            answer.add(blocks[i] == null ? LocateProtocol.NOT_SERVED
+                    : new LocateProtocol.Read(blocks[i].header().duplicate(), blocks[i].remote(), blocks[i].trailer().duplicate()));
+        }
+        // Every block's READ entry if they fit, the last ones DEFERRED if not; then, with the room
+        // left, small blocks inline instead, in order.
+        int bytes = LocateProtocol.responseBytes(answer);
+        for (int i = answer.size() - 1; i >= 0 && bytes > responseBudget; i--) {
+            bytes -= LocateProtocol.entryBytes(answer.get(i)) - 1;
+            answer.set(i, LocateProtocol.DEFERRED);
+        }
+        for (int i = 0; i < answer.size(); i++) {
+            if (answer.get(i) instanceof LocateProtocol.Read read && blocks[i].length() < inlineThreshold) {
+                int extra = 1 + 4 + blocks[i].length() - LocateProtocol.entryBytes(read);
+                if (bytes + extra <= responseBudget) {
+                    answer.set(i, new LocateProtocol.Inline(inline(blocks[i])));
+                    bytes += extra;
                 }
             }
         }
-        ByteBuffer answer = LocateProtocol.encodeResponse(located);
+        for (LocateProtocol.Location location : answer) {
+            if (location instanceof LocateProtocol.Read read) {
+                peer.grant(read.payload().rkey()); // the asking peer READs these, and no other peer by their keys
+            }
+        }
+        ByteBuffer encoded = LocateProtocol.encodeResponse(answer);
         Runnable listener = locateListener;
         if (listener != null) {
             try {
@@ -92,7 +135,14 @@ public final class ShuffleBlockServer implements AutoCloseable {
                 LOG.warn("the LOCATE listener failed", e);
             }
         }
-        return answer;
+        return encoded;
+    }
+
+    /** The whole Arrow block, copied out of its framing and the memory under its payload. */
+    private static ByteBuffer inline(MapOutputPublisher.Block block) {
+        ByteBuffer bytes = ByteBuffer.allocate(block.length());
+        bytes.put(block.header().duplicate()).put(block.remoteBytes().duplicate()).put(block.trailer().duplicate());
+        return bytes.flip();
     }
 
     /** Stops answering (the policy server's timers and per-peer scopes). The node and the store stay open: their owner closes them. */

@@ -187,8 +187,58 @@ class RdmaBlockStoreClientTest {
         assertEquals(all.size(), metrics.fetchRdmaBlocks().getCount());
         assertEquals(all.stream().mapToLong(id -> expected.get(id).length).sum(), metrics.fetchRdmaBytes().getCount());
         assertEquals(0, metrics.fallbackFetch().getCount());
+        assertEquals(1, metrics.fetchRegistrations().getCount(), "one registration: the landing of the block over 8 MiB");
         awaitPoolIdle();
         assertFalse(fallback.closed, "closing the task's client leaves Spark's client open");
+    }
+
+    @Test
+    void testTheFirstFetchLocatesEveryRemoteExecutorOfTheTaskAtOnce() throws Exception {
+        RecordingListener listener = new RecordingListener(false);
+        try (RdmaBlockStoreClient client = client(both())) {
+            fetch(client, a, ids(a).subList(0, 1), listener);
+            // Only exec-a was asked for a block, yet exec-b has its LOCATE too, before any of its blocks is asked for.
+            Polling.waitUntil(() -> b.locatesAnswered.get() == 1, Duration.ofSeconds(30),
+                    () -> "exec-b answered " + b.locatesAnswered.get() + " LOCATEs");
+            listener.awaitSettled(1);
+            fetch(client, b, ids(b), listener);
+            fetch(client, a, ids(a).subList(1, ids(a).size()), listener);
+            listener.awaitSettled(ids(a).size() + ids(b).size());
+        }
+        List<String> all = new ArrayList<>(ids(a));
+        all.addAll(ids(b));
+        assertReceivedExactly(listener, all);
+        assertEquals(2, metrics.locateRequests().getCount(), "one LOCATE per executor, none repeated");
+        assertEquals(1, a.locatesAnswered.get());
+        assertEquals(1, b.locatesAnswered.get());
+        awaitPoolIdle();
+    }
+
+    @Test
+    void testAnInlineBlockThatFailsItsChecksumFallsBack() throws Exception {
+        try (Node node = ShuffleFixture.node()) {
+            LocateProtocol.Inline good = (LocateProtocol.Inline) servedWhole(node, ShuffleFixture.blockBytes(SHUFFLE, 99, 1, 500),
+                    99, 1, true);
+            ByteBuffer flipped = ByteBuffer.allocate(good.block().remaining()).put(good.block().duplicate()).flip();
+            int inPayload = flipped.limit() - 20; // the trailer (padding, end of stream) is 12 bytes here
+            flipped.put(inPayload, (byte) (flipped.get(inPayload) ^ 1));
+            PolicyServer liar = new PolicyServer(node, ShuffleFixture.fastOptions(), metrics.policy(), (peer, request) ->
+                    LocateProtocol.encodeResponse(List.of(new LocateProtocol.Inline(flipped)))).start();
+            liar.markReady();
+            String one = new ShuffleBlockId(SHUFFLE, 99, 1).name();
+            expected.put(one, ShuffleFixture.blockBytes(SHUFFLE, 99, 1, 500));
+            blocksByExecutor.clear();
+            blocksByExecutor.put("liar", List.of(new ShuffleBlockId(SHUFFLE, 99, 1)));
+            RecordingListener listener = new RecordingListener(false);
+            try (RdmaBlockStoreClient client = client(e -> node.localAddress())) {
+                client.fetchBlocks("h", 1, "liar", new String[] {one}, listener, null);
+                listener.awaitSettled(1);
+            }
+            liar.close();
+            assertReceivedExactly(listener, List.of(one));
+            assertEquals(List.of(one), fallback.blocks(), "the block that fails its CRC32C came through Spark's transfer");
+            assertEquals(0, metrics.fetchRdmaBlocks().getCount());
+        }
     }
 
     @Test
@@ -222,9 +272,12 @@ class RdmaBlockStoreClientTest {
             assertTrue(ids.size() > 200, "many blocks: " + ids.size());
             assertReceivedExactly(listener, ids);
             assertTrue(fallback.calls.isEmpty(), "nothing fell back: " + fallback.calls);
-            assertEquals(1, metrics.locateRequests().getCount());
-            assertEquals(1, c.locatesAnswered.get());
+            int parts = (ids.size() + LocateProtocol.BLOCKS_PER_REQUEST - 1) / LocateProtocol.BLOCKS_PER_REQUEST;
+            assertEquals(parts + 2, metrics.locateRequests().getCount(), "one LOCATE per " + LocateProtocol.BLOCKS_PER_REQUEST
+                    + " blocks, sent once, and one each to the task's other executors (exec-a, exec-b), at once");
+            assertEquals(parts + 2, c.locatesAnswered.get(), "every executor's address is exec-c's here");
             assertEquals(ids.size(), metrics.fetchRdmaBlocks().getCount());
+            assertTrue(metrics.fetchInlineBlocks().getCount() > 0, "the small ones came inline");
             awaitPoolIdle();
         }
     }
@@ -253,9 +306,11 @@ class RdmaBlockStoreClientTest {
             }
             assertReceivedExactly(listener, ids);
             assertTrue(fallback.calls.isEmpty(), "nothing fell back: " + fallback.calls);
-            assertEquals((ids.size() + LocateProtocol.MAX_BLOCKS - 1) / LocateProtocol.MAX_BLOCKS,
-                    metrics.locateRequests().getCount(), "1200 blocks: a few LOCATE messages, sent together, once");
-            assertEquals((ids.size() + LocateProtocol.MAX_BLOCKS - 1) / LocateProtocol.MAX_BLOCKS, c.locatesAnswered.get());
+            int parts = (ids.size() + LocateProtocol.BLOCKS_PER_REQUEST - 1) / LocateProtocol.BLOCKS_PER_REQUEST;
+            assertEquals(parts + 2, metrics.locateRequests().getCount(), "1200 blocks: LOCATE messages sent together, once;"
+                    + " and one each to the task's other executors (exec-a, exec-b)");
+            assertEquals(parts + 2, c.locatesAnswered.get(), "every executor's address is exec-c's here");
+            assertEquals(ids.size(), metrics.fetchInlineBlocks().getCount(), "blocks of 100-400 bytes all came inline");
             awaitPoolIdle();
         }
     }
@@ -354,8 +409,8 @@ class RdmaBlockStoreClientTest {
             readerNode.corruptReads(1); // one flipped bit: the policy's verified re-READ fixes it
             fetch(client, b, fromB.subList(0, 1), listener);
             listener.awaitSettled(1);
-            // Every READ of the next block and every re-READ (3 pieces, each READ twice): it must not be delivered.
-            readerNode.corruptReads(2 * 3);
+            // The next block's READ and its re-READ (one READ per block): it must not be delivered.
+            readerNode.corruptReads(2);
             fetch(client, b, fromB.subList(1, 2), listener);
             listener.awaitSettled(2);
             fetch(client, b, fromB.subList(2, fromB.size()), listener);
@@ -425,18 +480,52 @@ class RdmaBlockStoreClientTest {
 
     @Test
     void testSegmentOfAnotherBlockIsNotDelivered() throws Exception {
+        segmentOfAnotherBlockIsNotDelivered(false);
+    }
+
+    @Test
+    void testInlineBlockOfAnotherBlockIsNotDelivered() throws Exception {
+        segmentOfAnotherBlockIsNotDelivered(true);
+    }
+
+    /**
+     * The Arrow block of {@code payload} as block (SHUFFLE, map, reduce): inline, or registered on
+     * {@code node} and served as one READ with no framing in the answer (all of it READ).
+     */
+    private static LocateProtocol.Location servedWhole(Node node, byte[] payload, long map, int reduce, boolean inline)
+            throws Exception {
+        Map<String, String> identity = Map.of(MapOutputStore.SHUFFLE_ID_KEY, Integer.toString(SHUFFLE), MapOutputStore.MAP_ID_KEY,
+                Long.toString(map), MapOutputStore.PARTITION_ID_KEY, Integer.toString(reduce));
+        java.io.ByteArrayOutputStream written = new java.io.ByteArrayOutputStream();
+        try (org.apache.arrow.memory.BufferAllocator allocator = new org.apache.arrow.memory.RootAllocator()) {
+            ArrowBlock.write(identity, ByteBuffer.wrap(payload), java.nio.channels.Channels.newChannel(written), allocator);
+        }
+        return servedWhole(node, written.toByteArray(), inline);
+    }
+
+    private static LocateProtocol.Location servedWhole(Node node, byte[] block, boolean inline) throws Exception {
+        if (inline) {
+            return new LocateProtocol.Inline(ByteBuffer.wrap(block));
+        }
+        MemoryRegion region = node.register(ByteBuffer.allocateDirect(block.length).put(block).flip(), Set.of(Access.REMOTE_READ));
+        java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+        crc.update(block);
+        return new LocateProtocol.Read(ByteBuffer.allocate(0), new RemoteBlock(region.address(), region.rkey(), block.length,
+                (int) crc.getValue()), ByteBuffer.allocate(0));
+    }
+
+    private void segmentOfAnotherBlockIsNotDelivered(boolean inline) throws Exception {
         // A LOCATE server that answers with the segment of partition 1 for every block asked.
         try (Node node = ShuffleFixture.node(); MapOutputStore store = new MapOutputStore(node, 64L << 20, new ShuffleMetrics())) {
             long[] lengths = {0, 500, 700, 900};
             assertTrue(store.publish(SHUFFLE, 99, ShuffleFixture.dataFile(dir, SHUFFLE, 99, lengths), lengths));
+            LocateProtocol.Location partitionOne = servedWhole(node, ShuffleFixture.blockBytes(SHUFFLE, 99, 1, 500), 99, 1, inline);
             PolicyServer liar = new PolicyServer(node, ShuffleFixture.fastOptions(), metrics.policy(), (peer, request) -> {
                 LocateProtocol.Request asked = LocateProtocol.decodeRequest(request);
-                RemoteBlock[][] answer = new RemoteBlock[asked.blocks().size()][];
-                java.util.Arrays.fill(answer, store.locate(SHUFFLE, 99, 1));
-                for (RemoteBlock piece : answer[0]) {
-                    peer.grant(piece.rkey()); // the liar grants what it hands out, as a real server does
+                if (partitionOne instanceof LocateProtocol.Read read) {
+                    peer.grant(read.payload().rkey()); // the liar grants what it hands out, as a real server does
                 }
-                return LocateProtocol.encodeResponse(answer);
+                return LocateProtocol.encodeResponse(java.util.Collections.nCopies(asked.blocks().size(), partitionOne));
             }).start();
             liar.markReady();
             String one = new ShuffleBlockId(SHUFFLE, 99, 1).name();
@@ -500,6 +589,15 @@ class RdmaBlockStoreClientTest {
      */
     @Test
     void testASelfNestingSchemaFromAHostilePeerFallsBack() throws Exception {
+        selfNestingSchemaFallsBack(false);
+    }
+
+    @Test
+    void testASelfNestingSchemaInlineFromAHostilePeerFallsBack() throws Exception {
+        selfNestingSchemaFallsBack(true);
+    }
+
+    private void selfNestingSchemaFallsBack(boolean inline) throws Exception {
         String hostile = new ShuffleBlockId(SHUFFLE, 99, 1).name();
         byte[] payload = ShuffleFixture.blockBytes(SHUFFLE, 99, 1, 3000);
         expected.put(hostile, payload);
@@ -511,16 +609,13 @@ class RdmaBlockStoreClientTest {
         }
         byte[] block = HostileSchema.replaceSchema(written.toByteArray(), new HostileSchema().selfNesting().message(identity, payload));
         try (Node node = ShuffleFixture.node()) {
-            MemoryRegion region = node.register(ByteBuffer.allocateDirect(block.length).put(block).flip(), Set.of(Access.REMOTE_READ));
-            java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
-            crc.update(block);
-            RemoteBlock served = new RemoteBlock(region.address(), region.rkey(), block.length, (int) crc.getValue());
+            LocateProtocol.Location served = servedWhole(node, block, inline);
             PolicyServer attacker = new PolicyServer(node, ShuffleFixture.fastOptions(), metrics.policy(), (peer, request) -> {
                 LocateProtocol.Request asked = LocateProtocol.decodeRequest(request);
-                RemoteBlock[][] answer = new RemoteBlock[asked.blocks().size()][];
-                java.util.Arrays.fill(answer, new RemoteBlock[] {served});
-                peer.grant(served.rkey()); // READ for real, so the decoder meets the hostile schema
-                return LocateProtocol.encodeResponse(answer);
+                if (served instanceof LocateProtocol.Read read) {
+                    peer.grant(read.payload().rkey()); // READ for real, so the decoder meets the hostile schema
+                }
+                return LocateProtocol.encodeResponse(java.util.Collections.nCopies(asked.blocks().size(), served));
             }).start();
             attacker.markReady();
             blocksByExecutor.put("attacker", List.of(new ShuffleBlockId(SHUFFLE, 99, 1)));

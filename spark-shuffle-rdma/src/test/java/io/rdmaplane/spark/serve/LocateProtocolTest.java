@@ -1,6 +1,5 @@
 package io.rdmaplane.spark.serve;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -10,6 +9,9 @@ import io.rdmaplane.rdma.codec.Protocol;
 import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.testing.WireFuzz;
 import io.rdmaplane.spark.serve.LocateProtocol.BlockRef;
+import io.rdmaplane.spark.serve.LocateProtocol.Inline;
+import io.rdmaplane.spark.serve.LocateProtocol.Location;
+import io.rdmaplane.spark.serve.LocateProtocol.Read;
 import io.rdmaplane.spark.serve.LocateProtocol.Request;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
@@ -31,15 +33,26 @@ class LocateProtocolTest {
     }
 
     @Test
-    void testResponseRoundTripWithBlocksNotServed() {
-        RemoteBlock[][] located = {{new RemoteBlock(0x1000_0000_0000L, -5, 1, 0)}, null,
-                {new RemoteBlock(-1L, 17, 300, -123456), new RemoteBlock(7, 8, 1 << 30, 9), new RemoteBlock(1, 2, 16, 3)}, null};
+    void testResponseRoundTripWithEveryKind() {
+        List<Location> located = List.of(read(0x1000_0000_0000L, -5, 1, 0, 1, 0), LocateProtocol.NOT_SERVED,
+                read(-1L, 17, 1 << 30, -123456, LocateProtocol.MAX_HEADER_BYTES, LocateProtocol.MAX_TRAILER_BYTES),
+                new Inline(bytes(300, 7)), LocateProtocol.DEFERRED);
         ByteBuffer encoded = LocateProtocol.encodeResponse(located);
-        assertEquals(Protocol.HEADER_BYTES + 4 + (1 + 20) + 1 + (1 + 3 * 20) + 1, encoded.remaining());
-        RemoteBlock[][] decoded = LocateProtocol.decodeResponse(encoded, 4);
-        for (int i = 0; i < located.length; i++) {
-            assertArrayEquals(located[i], decoded[i], "block " + i);
-        }
+        assertEquals(Protocol.HEADER_BYTES + 4 + (1 + 4 + 1 + 4 + 0 + 20) + 1
+                + (1 + 4 + LocateProtocol.MAX_HEADER_BYTES + 4 + LocateProtocol.MAX_TRAILER_BYTES + 20) + (1 + 4 + 300) + 1,
+                encoded.remaining());
+        assertEquals(LocateProtocol.responseBytes(located), encoded.remaining());
+        assertEquals(located, LocateProtocol.decodeResponse(encoded, 5));
+        assertEquals(0, encoded.position(), "decoding does not move the caller's buffer");
+    }
+
+    @Test
+    void testFramingOverItsBoundIsRefusedOnBothSides() {
+        assertThrows(IllegalArgumentException.class, () -> read(1, 2, 3, 4, LocateProtocol.MAX_HEADER_BYTES + 1, 0));
+        assertThrows(IllegalArgumentException.class, () -> read(1, 2, 3, 4, 0, LocateProtocol.MAX_TRAILER_BYTES + 1));
+        assertThrows(IllegalArgumentException.class, () -> new Inline(ByteBuffer.allocate(0)));
+        assertThrows(IllegalArgumentException.class, () -> new Inline(ByteBuffer.allocate(LocateProtocol.MAX_INLINE_BYTES + 1)));
+        assertThrows(IllegalArgumentException.class, () -> read(1, 2, Integer.MAX_VALUE - 4000, 4, 2048, 64));
     }
 
     @Test
@@ -59,15 +72,35 @@ class LocateProtocolTest {
         assertField("reduceId", () -> LocateProtocol.decodeRequest(copyWith(good, h + 16, (byte) 0x80)));
         assertField("count", () -> LocateProtocol.decodeRequest(concat(good, new byte[1])));
 
-        ByteBuffer answer = LocateProtocol.encodeResponse(new RemoteBlock[][] {{new RemoteBlock(1, 2, 3, 4)}});
+        ByteBuffer answer = LocateProtocol.encodeResponse(List.of(read(1, 2, 3, 4, 5, 6)));
+        int header = h + 4 + 1; // the header's length
+        int trailer = header + 4 + 5;
+        int payload = trailer + 4 + 6;
         assertField("type", () -> LocateProtocol.decodeResponse(good, 1));
         assertField("count", () -> LocateProtocol.decodeResponse(answer, 2));
-        assertField("pieces of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, h + 4, (byte) 4), 1));
-        assertField("pieces of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, h + 4, (byte) -1), 1));
-        assertField("location of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, h + 4, (byte) 2), 1));
-        assertField("length of piece 0 of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, h + 4 + 1 + 8 + 4, 0), 1));
-        assertField("location of block 0", () -> LocateProtocol.decodeResponse(answer.duplicate().limit(h + 10), 1));
+        assertField("kind of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, h + 4, (byte) 4), 1));
+        assertField("kind of block 0", () -> LocateProtocol.decodeResponse(copyWith(answer, h + 4, (byte) -1), 1));
+        assertField("header of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, header, -1), 1));
+        assertField("header of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, header,
+                LocateProtocol.MAX_HEADER_BYTES + 1), 1));
+        assertField("header of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, header, 1000), 1));
+        assertField("trailer of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, trailer,
+                LocateProtocol.MAX_TRAILER_BYTES + 1), 1));
+        assertField("trailer of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, trailer, Integer.MIN_VALUE), 1));
+        assertField("length of payload of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, payload + 8 + 4, 0), 1));
+        assertField("length of block 0", () -> LocateProtocol.decodeResponse(withInt(answer, payload + 8 + 4,
+                Integer.MAX_VALUE - 4000), 1));
+        assertField("location of payload of block 0", () -> LocateProtocol.decodeResponse(answer.duplicate()
+                .limit(payload + 10), 1));
         assertField("count", () -> LocateProtocol.decodeResponse(concat(answer, new byte[] {0}), 1));
+
+        ByteBuffer inline = LocateProtocol.encodeResponse(List.of(new Inline(bytes(10, 1))));
+        assertField("inline block 0", () -> LocateProtocol.decodeResponse(withInt(inline, h + 4 + 1, 0), 1));
+        assertField("inline block 0", () -> LocateProtocol.decodeResponse(withInt(inline, h + 4 + 1, 11), 1));
+        assertField("inline block 0", () -> LocateProtocol.decodeResponse(withInt(inline, h + 4 + 1,
+                LocateProtocol.MAX_INLINE_BYTES + 1), 1));
+        assertField("inline block 0", () -> LocateProtocol.decodeResponse(withInt(inline, h + 4 + 1, -7), 1));
+
     }
 
     @Test
@@ -76,16 +109,16 @@ class LocateProtocolTest {
         List<ByteBuffer> seeds = new ArrayList<>();
         for (int n : new int[] {1, 2, 17, LocateProtocol.MAX_BLOCKS}) {
             List<BlockRef> blocks = new ArrayList<>();
-            RemoteBlock[][] located = new RemoteBlock[n][];
+            List<Location> located = new ArrayList<>();
             for (int i = 0; i < n; i++) {
                 blocks.add(new BlockRef(random.nextLong() & Long.MAX_VALUE, random.nextInt(Integer.MAX_VALUE)));
-                if (random.nextBoolean()) {
-                    located[i] = new RemoteBlock[1 + random.nextInt(LocateProtocol.MAX_PIECES)];
-                    for (int p = 0; p < located[i].length; p++) {
-                        located[i][p] = new RemoteBlock(random.nextLong(), random.nextInt(), 1 + random.nextInt(1 << 29),
-                                random.nextInt());
-                    }
-                }
+                located.add(switch (random.nextInt(4)) {
+                    case 0 -> LocateProtocol.NOT_SERVED;
+                    case 1 -> LocateProtocol.DEFERRED;
+                    case 2 -> new Inline(bytes(1 + random.nextInt(40), random.nextInt()));
+                    default -> read(random.nextLong(), random.nextInt(), 1 + random.nextInt(1 << 29), random.nextInt(),
+                            random.nextInt(40), random.nextInt(16));
+                });
             }
             seeds.add(LocateProtocol.encodeRequest(new Request(random.nextInt(1000), blocks)));
             seeds.add(LocateProtocol.encodeResponse(located));
@@ -129,6 +162,16 @@ class LocateProtocolTest {
             decoded += WireFuzz.decodes(() -> LocateProtocol.decodeResponse(input, expected));
         }
         assertTrue(decoded > 0, "some fuzzed inputs (e.g. untouched tails of valid messages) still decode");
+    }
+
+    private static Read read(long address, int rkey, int length, int crc32c, int headerBytes, int trailerBytes) {
+        return new Read(bytes(headerBytes, 0x11), new RemoteBlock(address, rkey, length, crc32c), bytes(trailerBytes, 0x22));
+    }
+
+    private static ByteBuffer bytes(int n, int seed) {
+        byte[] b = new byte[n];
+        new Random(seed).nextBytes(b);
+        return ByteBuffer.wrap(b);
     }
 
     private static void assertField(String field, Runnable decode) {

@@ -34,7 +34,6 @@ import scala.Tuple3;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
 import scala.collection.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Reads the combined records of one reduce task: Spark's {@code BlockStoreShuffleReader.read()}
@@ -93,7 +92,7 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
                 blockClient,
                 blockManager,
                 tracker,
-                CollectionConverters.asScala(blocksByAddress.iterator()),
+                SparkLine.CURRENT.asScala(blocksByAddress.iterator()),
                 (BlockId blockId, InputStream in) -> serializerManager.wrapStream(blockId, in),
                 // spark.reducer.maxSizeInFlight is read in MiB, as Spark's reader does
                 (Long) conf.get(config.REDUCER_MAX_SIZE_IN_FLIGHT()) * 1024 * 1024,
@@ -160,7 +159,7 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
     private final class RecordIterator extends AbstractIterator<Product2<Object, Object>> {
         private final Iterator<Tuple2<BlockId, InputStream>> streams;
         private final SerializerInstance serializer;
-        private Iterator<Tuple2<Object, Object>> current = CollectionConverters.asScala(java.util.Collections.emptyIterator());
+        private Iterator<Tuple2<Object, Object>> current = SparkLine.CURRENT.asScala(java.util.Collections.emptyIterator());
         private boolean completed;
 
         RecordIterator(Iterator<Tuple2<BlockId, InputStream>> streams, SerializerInstance serializer) {

@@ -1,0 +1,17 @@
+package io.rdmaplane.spark;
+
+import scala.collection.Iterator;
+import scala.jdk.javaapi.CollectionConverters;
+
+/** {@link SparkLine} for Spark 3.5 on Scala 2.13. */
+final class LineCompat implements SparkLine {
+    @Override
+    public boolean managerCreatedAfterEnv() {
+        return false;
+    }
+
+    @Override
+    public <T> Iterator<T> asScala(java.util.Iterator<T> it) {
+        return CollectionConverters.asScala(it);
+    }
+}

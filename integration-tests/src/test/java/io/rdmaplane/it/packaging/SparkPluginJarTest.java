@@ -41,6 +41,9 @@ class SparkPluginJarTest {
             "/com/ibm/disni/", "/arrow-memory-unsafe/", "/org/junit/", "/org/opentest4j/", "/org/apiguardian/",
             "/hadoop-client-minicluster/", "/org/slf4j/slf4j-simple/", "/surefire", "/io/trino/");
 
+    /** The Spark line the jar was built for (spark-shuffle-rdma's LineName reads it). */
+    static final String LINE_NAME = "io/rdmaplane/spark/spark-line.properties";
+
     private static Path jar;
     private static List<Path> spark;
 
@@ -87,15 +90,16 @@ class SparkPluginJarTest {
                         .collect(Collectors.toList()),
                 "classes outside " + OWN_PACKAGES);
         assertEquals(List.of(), names.stream()
-                        .filter(n -> !n.endsWith("/") && !n.endsWith(".class") && !n.startsWith("META-INF/") && !n.equals(PluginJarChecks.NATIVE_LIBRARY))
+                        .filter(n -> !n.endsWith("/") && !n.endsWith(".class") && !n.startsWith("META-INF/") && !n.equals(PluginJarChecks.NATIVE_LIBRARY)
+                                && !n.equals(LINE_NAME))
                         .collect(Collectors.toList()),
-                "nothing but classes, META-INF and the native library");
+                "nothing but classes, META-INF, the native library and the Spark line's name");
         for (String needed : List.of("io/rdmaplane/spark/RdmaShuffleManager.class",
                 "io/rdmaplane/spark/SparkRdmaConfig.class",
                 "io/rdmaplane/rdma/format/ArrowBlock.class",
                 "io/rdmaplane/rdma/provider/tcp/TcpProvider.class",
                 "io/rdmaplane/rdma/provider/verbs/DisniRuntime.class",
-                "com/ibm/disni/verbs/impl/NativeDispatcher.class")) {
+                "com/ibm/disni/verbs/impl/NativeDispatcher.class", LINE_NAME)) {
             assertTrue(names.contains(needed), needed + " in " + jar);
         }
         PluginJarChecks.assertProvidersListed(jar, names);
@@ -123,6 +127,8 @@ class SparkPluginJarTest {
             assertEquals("10000", facts.get("records"), facts.toString());
             assertEquals("[auto, verbs, tcp]", facts.get("providers"), "found through the jar's service file: " + facts);
             assertEquals("tcp", facts.get("report.provider"), facts.toString());
+            assertEquals(System.getProperty("rdma.spark.line", "spark4.0_2.13"), facts.get("report.sparkLine"),
+                    "the jar of the line this build is for: " + facts);
             assertEquals("0", facts.get("report.rdma.shuffle.fallback.app"), facts.toString());
             assertTrue(Long.parseLong(facts.get("report.rdma.shuffle.published.maps")) >= 4, facts.toString());
             // DisniRuntime found the bundled library in the jar; loading it may still fail where libibverbs is missing

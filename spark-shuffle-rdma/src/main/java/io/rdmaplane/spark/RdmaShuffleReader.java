@@ -123,16 +123,14 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
                     // the values are combiners already: merge them, never create one
                     Aggregator<K, Object, C> agg = aggregator.get();
                     Function1<C, C> identity = (Function1<C, C> & Serializable) c -> c;
-                    sorter = new ExternalSorter<K, C, C>(context,
+                    sorter = SparkLine.CURRENT.sorter(context,
                             Option.apply(new Aggregator<K, C, C>(identity, agg.mergeCombiners(), agg.mergeCombiners())),
-                            Option.empty(), dep.keyOrdering(), dep.serializer());
+                            dep.keyOrdering(), dep.serializer());
                 } else {
-                    sorter = new ExternalSorter<K, Object, C>(context, aggregator, Option.empty(), dep.keyOrdering(),
-                            dep.serializer());
+                    sorter = SparkLine.CURRENT.sorter(context, aggregator, dep.keyOrdering(), dep.serializer());
                 }
             } else {
-                sorter = new ExternalSorter<K, C, C>(context, Option.empty(), Option.empty(), dep.keyOrdering(),
-                        dep.serializer());
+                sorter = SparkLine.CURRENT.<K, C, C>sorter(context, Option.empty(), dep.keyOrdering(), dep.serializer());
             }
             result = sorter.insertAllAndUpdateMetrics((Iterator) interruptible);
         } else if (aggregator.isDefined()) {

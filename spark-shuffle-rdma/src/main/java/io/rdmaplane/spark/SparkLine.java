@@ -1,6 +1,12 @@
 package io.rdmaplane.spark;
 
+import org.apache.spark.Aggregator;
+import org.apache.spark.TaskContext;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.util.collection.ExternalSorter;
+import scala.Option;
 import scala.collection.Iterator;
+import scala.math.Ordering;
 
 /**
  * What differs between the Spark lines this tree builds for, behind one interface. Each line's build
@@ -21,4 +27,11 @@ interface SparkLine {
 
     /** A Java iterator as a Scala one (Scala 2.12 and 2.13 name the converter differently). */
     <T> Iterator<T> asScala(java.util.Iterator<T> it);
+
+    /**
+     * The reader's sorter, without a partitioner (one reduce partition). Spark 4.1 added a last constructor
+     * argument, the row checksums of a map-side writer, which a reader leaves empty.
+     */
+    <K, V, C> ExternalSorter<K, V, C> sorter(TaskContext context, Option<Aggregator<K, V, C>> aggregator,
+                                             Option<Ordering<K>> ordering, Serializer serializer);
 }

@@ -19,7 +19,7 @@ import org.w3c.dom.NodeList;
 /**
  * The README's tables of Spark and Hadoop lines say what the root pom's properties and profiles build: one row
  * per line (the default one first, then the profiles in the pom's order) with its versions, its jar's name and
- * where that jar goes (Spark 3.5, whose compat folder is not spark4, creates its shuffle manager before --jars
+ * where that jar goes (Spark 3.5, whose compat folder is not spark4.*, creates its shuffle manager before --jars
  * arrive: extraClassPath).
  */
 class LinesTableTest {
@@ -54,7 +54,7 @@ class LinesTableTest {
 
     private static String sparkRow(Map<String, String> line, Map<String, String> defaults, boolean isDefault) {
         String name = line.get("spark.line");
-        String where = line.get("spark.compat").equals("spark4") ? "`--jars` (or extraClassPath)"
+        String where = line.get("spark.compat").startsWith("spark4") ? "`--jars` (or extraClassPath)"
                 : "`spark.driver.extraClassPath`, `spark.executor.extraClassPath`";
         return "| `" + name + "`" + (isDefault ? " (default)" : "") + " | " + line.get("spark.version") + " | "
                 + line.get("scala.binary.version") + " | " + defaults.get("maven.compiler.release")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The verbs provider's conformance suite (VerbsConformanceTest, plus the verbs-only checks of
-# VerbsOnRxeTest) over real verbs: Soft-RoCE (rxe0 <-> rxe1) inside the QEMU VM of run.sh.
+# VerbsOnRxeTest) and the data-plane attacks of DataPlaneAuthTest (run on tcp and verbs) over real
+# verbs: Soft-RoCE (rxe0 <-> rxe1) inside the QEMU VM of run.sh.
 #
 #   bash integration-tests/vm/verbs-conformance.sh [--no-build] [--test NAME] [run.sh options]
 #
@@ -19,6 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 suite=io.rdmaplane.rdma.provider.verbs.VerbsConformanceTest
 extra=io.rdmaplane.rdma.provider.verbs.VerbsOnRxeTest # verbs-only checks: file mappings, credits, busy polling
+attacks=io.rdmaplane.rdma.policy.DataPlaneAuthTest # the data plane refuses outsiders, per provider
 log() { echo "verbs-conformance: $*" >&2; }
 RDMA_VM_PROG=verbs-conformance
 # shellcheck source=lib.sh
@@ -31,7 +33,7 @@ if [ "${1:-}" = --in-vm ]; then
   . "$plan"
   reports=${RDMA_VM_RESULTS:-/tmp}/junit
   mkdir -p "$reports"
-  select=(--select-class "$suite" --select-class "$extra")
+  select=(--select-class "$suite" --select-class "$extra" --select-class "$attacks")
   [ -n "$VC_TEST" ] && select+=(--include-methodname ".*[#.]$VC_TEST(\(.*\))?")
   log "java $(java -version 2>&1 | head -1); devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
   t0=$(date +%s)

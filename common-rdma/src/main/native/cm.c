@@ -4,6 +4,7 @@
  * DiSNI's SockAddrIn (family, network-order port, network-order IPv4 address; the rest of the
  * buffer is not written, so it is never read here).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
@@ -13,26 +14,61 @@
 /* Outstanding RDMA READs per connection, in each direction, when the device allows more. */
 #define MAX_RD_ATOMIC 16
 
-/* A connection-request id remembers the peer's proposed read depths in its user context
- * (rdma_cm leaves the context to the application; DiSNI never uses it). The event carrying
- * them is acknowledged inside _getCmEvent, so _accept would otherwise not know them. */
-#define CONN_REQ_TAG 0x52440000u
-#define CONN_REQ_TAG_MASK 0xffff0000u
+/* A connection-request id remembers the peer's proposed read depths and its private data in
+ * its user context (rdma_cm leaves the context to the application; DiSNI never uses it). The
+ * event carrying them is acknowledged inside _getCmEvent, so _accept and NativeCm.connectData
+ * would otherwise not know them. Freed with the id (_destroyCmId, _destroyEp). */
+#define CONN_REQ_TAG 0x52444351u /* "RDCQ" */
+#define CONN_REQ_DATA_MAX 224
 
-static void remember_conn_request(struct rdma_cm_id *id, const struct rdma_conn_param *req) {
-    uintptr_t v = CONN_REQ_TAG | ((uintptr_t) req->responder_resources << 8) | req->initiator_depth;
-    id->context = (void *) v;
+struct conn_request {
+    uint32_t tag;
+    uint8_t responder_resources;
+    uint8_t initiator_depth;
+    uint8_t data_len;
+    uint8_t data[CONN_REQ_DATA_MAX];
+};
+
+static struct conn_request *conn_request_of(const struct rdma_cm_id *id) {
+    struct conn_request *req = (struct conn_request *) id->context;
+    return req != NULL && req->tag == CONN_REQ_TAG ? req : NULL;
+}
+
+static void remember_conn_request(struct rdma_cm_id *id, const struct rdma_conn_param *param) {
+    struct conn_request *req = calloc(1, sizeof *req);
+    if (req == NULL) {
+        return; /* _accept then offers the default depths; connectData reports no data */
+    }
+    req->tag = CONN_REQ_TAG;
+    req->responder_resources = param->responder_resources;
+    req->initiator_depth = param->initiator_depth;
+    size_t len = param->private_data != NULL ? param->private_data_len : 0;
+    if (len > CONN_REQ_DATA_MAX) {
+        len = CONN_REQ_DATA_MAX;
+    }
+    memcpy(req->data, param->private_data, len);
+    req->data_len = (uint8_t) len;
+    id->context = req;
 }
 
 static int recall_conn_request(const struct rdma_cm_id *id, uint8_t *responder_resources,
                                uint8_t *initiator_depth) {
-    uintptr_t v = (uintptr_t) id->context;
-    if ((v & CONN_REQ_TAG_MASK) != CONN_REQ_TAG) {
+    const struct conn_request *req = conn_request_of(id);
+    if (req == NULL) {
         return 0;
     }
-    *responder_resources = (uint8_t) (v >> 8);
-    *initiator_depth = (uint8_t) v;
+    *responder_resources = req->responder_resources;
+    *initiator_depth = req->initiator_depth;
     return 1;
+}
+
+static void forget_conn_request(struct rdma_cm_id *id) {
+    struct conn_request *req = conn_request_of(id);
+    if (req != NULL) {
+        req->tag = 0;
+        free(req);
+        id->context = NULL;
+    }
 }
 
 static uint8_t min3(int a, int b, int c) {
@@ -241,35 +277,70 @@ JNIEXPORT jint JNICALL ND(getCmEvent)(JNIEnv *env, jobject self, jlong channel, 
     return type;
 }
 
+static uint8_t retries(jint count) {
+    return (uint8_t) (count < 0 ? 0 : count > 7 ? 7 : count);
+}
+
+/* rdma_connect. readable = 0 offers the peer no responder resources: the QP serves no READ
+ * (the peer's READs end in an error), whatever its access flags say. */
+static void connect_id(JNIEnv *env, struct rdma_cm_id *cm_id, jint retry_count, jint rnr_retry_count,
+                       const void *private_data, uint8_t len, int readable) {
+    int rd_atom, init_rd_atom;
+    local_read_depths(cm_id, &rd_atom, &init_rd_atom);
+
+    struct rdma_conn_param param;
+    memset(&param, 0, sizeof param);
+    param.private_data = len != 0 ? private_data : NULL;
+    param.private_data_len = len;
+    param.responder_resources = readable ? min3(rd_atom, MAX_RD_ATOMIC, MAX_RD_ATOMIC) : 0;
+    param.initiator_depth = min3(init_rd_atom, MAX_RD_ATOMIC, MAX_RD_ATOMIC);
+    param.flow_control = 1;
+    param.retry_count = retries(retry_count);
+    param.rnr_retry_count = retries(rnr_retry_count);
+
+    errno = 0;
+    if (rdma_connect(cm_id, &param) != 0) {
+        rp_throw_io(env, "rdma_connect", rp_errno());
+    }
+}
+
+/* rdma_accept. readable = 0: no responder resources, as for connect_id. */
+static void accept_id(JNIEnv *env, struct rdma_cm_id *cm_id, jint retry_count, jint rnr_retry_count, int readable) {
+    int rd_atom, init_rd_atom;
+    local_read_depths(cm_id, &rd_atom, &init_rd_atom);
+    /* Serve no more reads than the peer will issue, and issue no more than it serves. The request
+     * event states the depths from this side's view (the kernel's CM swaps the REQ's fields):
+     * its responder_resources are the reads the peer will issue, its initiator_depth the reads
+     * the peer will serve (0: the peer may not be READ). */
+    uint8_t peer_issues = MAX_RD_ATOMIC, peer_serves = MAX_RD_ATOMIC;
+    recall_conn_request(cm_id, &peer_issues, &peer_serves);
+
+    struct rdma_conn_param param;
+    memset(&param, 0, sizeof param);
+    param.responder_resources = readable ? min3(rd_atom, peer_issues, MAX_RD_ATOMIC) : 0;
+    param.initiator_depth = min3(init_rd_atom, peer_serves, MAX_RD_ATOMIC);
+    param.flow_control = 1;
+    param.retry_count = retries(retry_count);
+    param.rnr_retry_count = retries(rnr_retry_count);
+
+    errno = 0;
+    if (rdma_accept(cm_id, &param) != 0) {
+        rp_throw_io(env, "rdma_accept", rp_errno());
+    }
+}
+
 JNIEXPORT void JNICALL ND(connect)(JNIEnv *env, jobject self, jlong id, jint retry_count,
                                    jint rnr_retry_count, jlong private_data, jbyte private_data_len) {
     if (id == 0) {
         rp_throw_bad_handle(env, "rdma_connect");
         return;
     }
-    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
     uint8_t len = (uint8_t) private_data_len;
     if (len != 0 && private_data == 0) {
         rp_throw_io(env, "rdma_connect", EINVAL);
         return;
     }
-    int rd_atom, init_rd_atom;
-    local_read_depths(cm_id, &rd_atom, &init_rd_atom);
-
-    struct rdma_conn_param param;
-    memset(&param, 0, sizeof param);
-    param.private_data = len != 0 ? PTR(const void, private_data) : NULL;
-    param.private_data_len = len;
-    param.responder_resources = min3(rd_atom, MAX_RD_ATOMIC, MAX_RD_ATOMIC);
-    param.initiator_depth = min3(init_rd_atom, MAX_RD_ATOMIC, MAX_RD_ATOMIC);
-    param.flow_control = 1;
-    param.retry_count = (uint8_t) (retry_count < 0 ? 0 : retry_count > 7 ? 7 : retry_count);
-    param.rnr_retry_count = (uint8_t) (rnr_retry_count < 0 ? 0 : rnr_retry_count > 7 ? 7 : rnr_retry_count);
-
-    errno = 0;
-    if (rdma_connect(cm_id, &param) != 0) {
-        rp_throw_io(env, "rdma_connect", rp_errno());
-    }
+    connect_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, PTR(const void, private_data), len, 1);
 }
 
 JNIEXPORT void JNICALL ND(accept)(JNIEnv *env, jobject self, jlong id, jint retry_count,
@@ -278,25 +349,77 @@ JNIEXPORT void JNICALL ND(accept)(JNIEnv *env, jobject self, jlong id, jint retr
         rp_throw_bad_handle(env, "rdma_accept");
         return;
     }
-    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
-    int rd_atom, init_rd_atom;
-    local_read_depths(cm_id, &rd_atom, &init_rd_atom);
-    /* Accept no more reads than the peer will issue, and issue no more than it accepts. */
-    uint8_t peer_rr = MAX_RD_ATOMIC, peer_id = MAX_RD_ATOMIC;
-    recall_conn_request(cm_id, &peer_rr, &peer_id);
+    accept_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, 1);
+}
 
-    struct rdma_conn_param param;
-    memset(&param, 0, sizeof param);
-    param.responder_resources = min3(rd_atom, peer_id, MAX_RD_ATOMIC);
-    param.initiator_depth = min3(init_rd_atom, peer_rr, MAX_RD_ATOMIC);
-    param.flow_control = 1;
-    param.retry_count = (uint8_t) (retry_count < 0 ? 0 : retry_count > 7 ? 7 : retry_count);
-    param.rnr_retry_count = (uint8_t) (rnr_retry_count < 0 ? 0 : rnr_retry_count > 7 ? 7 : rnr_retry_count);
+/* ---- io.rdmaplane.rdma.provider.verbs.impl.NativeCm: what DiSNI's interface cannot say. */
+#define NCM(name) Java_io_rdmaplane_rdma_provider_verbs_impl_NativeCm_##name
 
-    errno = 0;
-    if (rdma_accept(cm_id, &param) != 0) {
-        rp_throw_io(env, "rdma_accept", rp_errno());
+JNIEXPORT void JNICALL NCM(connect)(JNIEnv *env, jclass cls, jlong id, jint retry_count, jint rnr_retry_count,
+                                    jobject data, jint length, jboolean readable) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "rdma_connect");
+        return;
     }
+    const void *bytes = NULL;
+    if (length > 0) {
+        bytes = data != NULL ? (*env)->GetDirectBufferAddress(env, data) : NULL;
+        if (bytes == NULL || length > 255 || (*env)->GetDirectBufferCapacity(env, data) < length) {
+            rp_throw_io(env, "rdma_connect (private data)", EINVAL);
+            return;
+        }
+    }
+    connect_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, bytes, (uint8_t) (length > 0 ? length : 0),
+               readable == JNI_TRUE);
+}
+
+JNIEXPORT void JNICALL NCM(accept)(JNIEnv *env, jclass cls, jlong id, jint retry_count, jint rnr_retry_count,
+                                   jboolean readable) {
+    if (id == 0) {
+        rp_throw_bad_handle(env, "rdma_accept");
+        return;
+    }
+    accept_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, readable == JNI_TRUE);
+}
+
+/* Takes remote access away from the id's QP (RTS to RTS, access flags only): a READ that reaches
+ * it anyway is refused by the responder. For the end that may not be READ, once connected: the
+ * responder resources its connect offered are what the peer chose, which a hostile peer may
+ * ignore. Throws an IOException when the QP cannot be changed. */
+JNIEXPORT void JNICALL NCM(denyRemoteAccess)(JNIEnv *env, jclass cls, jlong id) {
+    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
+    if (id == 0 || cm_id->qp == NULL) {
+        rp_throw_bad_handle(env, "ibv_modify_qp (access flags)");
+        return;
+    }
+    struct ibv_qp_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.qp_access_flags = 0;
+    errno = 0;
+    int rc = ibv_modify_qp(cm_id->qp, &attr, IBV_QP_ACCESS_FLAGS);
+    if (rc != 0) {
+        rp_throw_io(env, "ibv_modify_qp (access flags)", rc > 0 ? rc : rp_errno());
+    }
+}
+
+/* Copies the private data of a connection request id into the direct buffer out; returns the
+ * bytes copied (0: none came, or the id is not a connection request), or a negative errno. */
+JNIEXPORT jint JNICALL NCM(connectData)(JNIEnv *env, jclass cls, jlong id, jobject out) {
+    if (id == 0 || out == NULL) {
+        return -EINVAL;
+    }
+    unsigned char *dst = (*env)->GetDirectBufferAddress(env, out);
+    jlong capacity = (*env)->GetDirectBufferCapacity(env, out);
+    if (dst == NULL || capacity < 0) {
+        return -EINVAL;
+    }
+    const struct conn_request *req = conn_request_of(PTR(struct rdma_cm_id, id));
+    if (req == NULL) {
+        return 0;
+    }
+    size_t len = req->data_len < (size_t) capacity ? req->data_len : (size_t) capacity;
+    memcpy(dst, req->data, len);
+    return (jint) len;
 }
 
 /* Events are acknowledged inside _getCmEvent; nothing is left to do here. */
@@ -324,8 +447,10 @@ JNIEXPORT jint JNICALL ND(destroyCmId)(JNIEnv *env, jobject self, jlong id) {
     if (id == 0) {
         return -EINVAL;
     }
+    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
+    forget_conn_request(cm_id);
     errno = 0;
-    return rdma_destroy_id(PTR(struct rdma_cm_id, id)) == 0 ? 0 : -rp_errno();
+    return rdma_destroy_id(cm_id) == 0 ? 0 : -rp_errno();
 }
 
 /* Called with the cm id (RdmaCmNat.destroyQP passes the id, not the QP). */
@@ -360,6 +485,7 @@ JNIEXPORT jint JNICALL ND(destroyEp)(JNIEnv *env, jobject self, jlong id) {
     if (id == 0) {
         return -EINVAL;
     }
+    forget_conn_request(PTR(struct rdma_cm_id, id));
     rdma_destroy_ep(PTR(struct rdma_cm_id, id));
     return 0;
 }

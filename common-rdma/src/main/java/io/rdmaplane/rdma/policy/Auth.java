@@ -36,6 +36,17 @@ final class Auth {
         return mac(secret, "client", serverNonce, clientNonce);
     }
 
+    /**
+     * The proof a connect request carries (see {@link ConnectProof}): HMAC(secret, "connect" |
+     * fields), the fields being the request's version, traffic class, time and nonce, truncated to
+     * {@link #CONNECT_MAC_BYTES} (RDMA-CM's private data has room for 56 bytes).
+     */
+    static byte[] connectProof(byte[] secret, byte[] fields) {
+        return java.util.Arrays.copyOf(mac(secret, "connect", fields, new byte[0]), CONNECT_MAC_BYTES);
+    }
+
+    static final int CONNECT_MAC_BYTES = 16;
+
     /** Constant-time comparison, so timing does not leak how much of a proof was right. */
     static boolean matches(byte[] expected, byte[] actual) {
         return MessageDigest.isEqual(expected, actual);

@@ -4,6 +4,7 @@ import io.rdmaplane.rdma.codec.MalformedMessageException;
 import io.rdmaplane.rdma.policy.ControlFrame.Type;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.ConnectRequest;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.nio.ByteBuffer;
@@ -194,7 +195,10 @@ final class PeerChannel {
     // ---------------------------------------------------------------- connecting and the handshake
 
     private void connect(int gen) {
-        owner.client().node().connect(owner.address(), depth, new Handler(gen)).whenComplete((opened, error) -> {
+        // The server READs nothing of ours; where the transport checks before a channel exists (verbs),
+        // the connect proves the secret and says the traffic class (ConnectProof).
+        ConnectRequest request = new ConnectRequest(ConnectProof.create(options.secret(), trafficClass), false);
+        owner.client().node().connect(owner.address(), depth, trafficClass.lane(), new Handler(gen), request).whenComplete((opened, error) -> {
             if (error != null) {
                 attemptFailed(gen, "cannot connect: " + rootMessage(error));
                 return;

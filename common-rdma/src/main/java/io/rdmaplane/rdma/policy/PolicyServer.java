@@ -3,8 +3,11 @@ package io.rdmaplane.rdma.policy;
 import io.rdmaplane.rdma.codec.MalformedMessageException;
 import io.rdmaplane.rdma.codec.UnsupportedVersionException;
 import io.rdmaplane.rdma.policy.ControlFrame.Type;
+import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.net.InetSocketAddress;
@@ -45,6 +48,8 @@ public final class PolicyServer implements AutoCloseable {
     private static final long REFUSAL_LOG_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(10);
     /** Peers whose READ grants are kept (the least recently used beyond it are dropped). */
     private static final int PEERS_REMEMBERED = 4096;
+    /** Connect proofs remembered against replay (each for twice the clock skew); more connects are refused meanwhile. */
+    private static final int CONNECT_PROOFS_REMEMBERED = 1 << 16;
 
     /** Answers control requests; runs on a transport thread, so it must be quick. */
     @FunctionalInterface
@@ -70,6 +75,11 @@ public final class PolicyServer implements AutoCloseable {
         /** Lets this peer READ the region {@code rkey} until {@code untilEpochMillis} (e.g. its token's expiry). */
         public void grant(int rkey, long untilEpochMillis) {
             grants.grant(rkey, untilEpochMillis);
+        }
+
+        /** Lets this peer READ {@code region} until {@code untilEpochMillis}; the grant goes with the region's deregistration. */
+        public void grant(MemoryRegion region, long untilEpochMillis) {
+            grants.grant(region, untilEpochMillis);
         }
     }
 
@@ -98,6 +108,7 @@ public final class PolicyServer implements AutoCloseable {
         }
     });
     private final ScheduledThreadPoolExecutor timer;
+    private final ConnectProof.Verifier connectProofs;
 
     /** A server with the {@linkplain ServerLimits#defaults() default limits}. */
     public PolicyServer(Node node, PolicyOptions options, PolicyMetrics metrics, RequestHandler handler) {
@@ -117,16 +128,54 @@ public final class PolicyServer implements AutoCloseable {
             return t;
         });
         timer.setRemoveOnCancelPolicy(true);
+        this.connectProofs = new ConnectProof.Verifier(options.secret(), CONNECT_PROOFS_REMEMBERED);
     }
 
     /** Starts accepting channels. Clients wait (up to their handshake timeout) until {@link #markReady()}. */
     public PolicyServer start() throws TransportException {
         if (options.secret() == null && OPEN_DATA_PLANE_LOGGED.compareAndSet(false, true)) {
             LOG.warn("no secret is configured: the RDMA data plane is open; any peer that completes the handshake may ask"
-                    + " for regions and READ what it is granted (set spark.authenticate or the policy secret to require one)");
+                    + " for regions and READ what it is granted (on verbs: any peer that connects a data channel may READ a"
+                    + " region whose rkey it knows); set spark.authenticate or the policy secret to require one");
         }
-        node.listen(channel -> admit(channel) ? new Session(channel) : null); // null: the transport closes it
+        node.listen(new ChannelAcceptor() {
+            @Override
+            public ChannelHandler accept(Channel channel) {
+                return PolicyServer.this.admit(channel) ? new Session(channel) : null; // null: the transport closes it
+            }
+
+            @Override
+            public Admission admit(SocketAddress from, ByteBuffer connectData) {
+                return admitConnect(from, connectData);
+            }
+        });
         return this;
+    }
+
+    /**
+     * A connect request, where the transport asks before any channel exists (verbs): refused
+     * without a valid {@link ConnectProof} (no QP is created), and a control channel's QP serves no READ.
+     */
+    private Admission admitConnect(SocketAddress from, ByteBuffer connectData) {
+        TrafficClass trafficClass;
+        try {
+            trafficClass = connectProofs.check(connectData, System.currentTimeMillis());
+        } catch (ConnectProof.Refusal refusal) {
+            if (refusal.getMessage().startsWith("authentication")) {
+                metrics.authFailure();
+            }
+            metrics.connectionRefused();
+            synchronized (unauthenticated) {
+                long now = System.nanoTime();
+                if (now - lastRefusalLog >= REFUSAL_LOG_INTERVAL_NANOS) { // an attack would otherwise flood the log
+                    lastRefusalLog = now;
+                    LOG.warn("refusing a connect request from {}: {} (no channel is created; this is logged once per {} s)",
+                            from, refusal.getMessage(), TimeUnit.NANOSECONDS.toSeconds(REFUSAL_LOG_INTERVAL_NANOS));
+                }
+            }
+            return Admission.REFUSE;
+        }
+        return trafficClass == TrafficClass.DATA ? Admission.ACCEPT : Admission.ACCEPT_WITHOUT_REMOTE_READ;
     }
 
     /** Whether one more unauthenticated channel from this peer fits the limits; if so it is counted. */

@@ -2,7 +2,9 @@ package io.rdmaplane.rdma.provider;
 
 import java.nio.ByteBuffer;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
 
 /**
  * What every provider's region holds: the registered memory, its remote address and rkey, its
@@ -14,6 +16,7 @@ public abstract class AbstractMemoryRegion implements MemoryRegion {
     private final int rkey;
     private final Set<Access> access;
     private final AtomicBoolean valid = new AtomicBoolean(true);
+    private final Set<Consumer<MemoryRegion>> listeners = ConcurrentHashMap.newKeySet();
 
     protected AbstractMemoryRegion(ByteBuffer memory, long address, int rkey, Set<Access> access) {
         this.memory = memory;
@@ -64,6 +67,23 @@ public abstract class AbstractMemoryRegion implements MemoryRegion {
     public final void deregister() {
         if (valid.compareAndSet(true, false)) {
             revoke();
+            for (Consumer<MemoryRegion> listener : listeners) {
+                tell(listener);
+            }
+        }
+    }
+
+    @Override
+    public final void whenDeregistered(Consumer<MemoryRegion> listener) {
+        listeners.add(listener);
+        if (!valid.get()) {
+            tell(listener); // deregistered meanwhile: whichever side removes it tells it
+        }
+    }
+
+    private void tell(Consumer<MemoryRegion> listener) {
+        if (listeners.remove(listener)) {
+            listener.accept(this);
         }
     }
 

@@ -19,8 +19,9 @@ public interface ChannelHandler {
      * peer, like one the region's access flags refuse. Open by default. An owner that
      * authenticates its peers answers false until the channel belongs to an authenticated
      * session (and then only for what that session was granted). The tcp provider asks on every
-     * READ; the verbs provider, whose NIC serves READs without the CPU, does not ask yet (its
-     * equivalent is the QP's access flags or memory windows bound to the QP: not built).
+     * READ; the verbs provider, whose NIC serves READs without the CPU, does not ask: there the
+     * listener decides per connect ({@link ChannelAcceptor#admit}) whether the QP serves READs at
+     * all, and a connecting end says so in its {@link ConnectRequest}.
      */
     default boolean permitsRemoteRead(Channel channel, int rkey) {
         return true;

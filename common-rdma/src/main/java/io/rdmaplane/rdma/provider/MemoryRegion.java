@@ -27,6 +27,13 @@ public interface MemoryRegion extends AutoCloseable {
     /** Revokes the rkey. Idempotent. */
     void deregister();
 
+    /**
+     * Tells {@code listener} once, on the deregistering thread, when this region is deregistered
+     * (at once if it already is). A listener registered again (equal to one registered before) is
+     * kept once; the region forgets its listeners when it tells them.
+     */
+    void whenDeregistered(java.util.function.Consumer<MemoryRegion> listener);
+
     @Override
     default void close() {
         deregister();

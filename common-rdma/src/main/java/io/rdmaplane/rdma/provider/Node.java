@@ -30,8 +30,28 @@ public interface Node extends AutoCloseable {
     /** The address peers connect to; valid after {@link #listen}. */
     InetSocketAddress localAddress();
 
-    /** Opens a channel to a listening peer with the given queue depth. */
+    /** Opens a {@link Lane#BULK} channel to a listening peer with the given queue depth ({@link ConnectRequest#OPEN}). */
     CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler);
+
+    /**
+     * Opens a channel in {@code lane}: a {@link Lane#CONTROL} channel's messages and completions
+     * are handled on a path of their own at both ends, never behind bulk work. A provider without
+     * separate paths treats every lane alike.
+     */
+    default CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler) {
+        return connect(peer, queueDepth, handler);
+    }
+
+    /**
+     * Opens a channel in {@code lane} whose connect carries {@code request}: the data the peer's
+     * {@link ChannelAcceptor#admit} reads, and whether the peer may READ this end. A provider
+     * without a connect request (tcp) opens the channel as {@link #connect(InetSocketAddress, int, Lane, ChannelHandler)}
+     * does; its READs are checked one by one instead.
+     */
+    default CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler,
+                                               ConnectRequest request) {
+        return connect(peer, queueDepth, lane, handler);
+    }
 
     /** Registrations made so far: pools use it to prove there is none per IO. */
     long registrationCount();

@@ -11,12 +11,12 @@ import io.rdmaplane.rdma.policy.ControlFrame.Type;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.ConnectRequest;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
-import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
-import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.rdma.testing.Polling;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -30,172 +30,273 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * The data plane is authenticated and keys are bound to their peer: an outsider speaking the
  * transport and the policy protocol by hand READs nothing it is not entitled to, on either
- * channel kind, whatever valid rkey it holds.
+ * channel kind, whatever valid rkey it holds. Each test runs on tcp (loopback) and on verbs (the
+ * Soft-RoCE VM, skipped loudly elsewhere; integration-tests/vm/verbs-conformance.sh runs them).
+ * Where the verbs provider refuses earlier than tcp (a connect without a valid proof gets no QP),
+ * the test says what each provider does.
  */
 class DataPlaneAuthTest {
     private static final int WAIT = 30;
     private static final int SIZE = 16 << 10;
     private static final byte[] SECRET = "app-secret".getBytes(StandardCharsets.US_ASCII);
 
+    private TestTransport transport;
     private Node attackerNode;
     private MemoryRegion attackerLanding;
+    private PolicyFixture fixture;
 
-    @BeforeEach
-    void attacker() throws TransportException {
-        attackerNode = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
+    /** The outsider's node and landing region on {@code on}, and a policy server with {@code secret} (null: none). */
+    private PolicyFixture open(TestTransport on, byte[] secret) throws TransportException {
+        transport = on;
+        attackerNode = on.node(false);
         attackerLanding = attackerNode.register(ByteBuffer.allocateDirect(SIZE), EnumSet.of(Access.LOCAL_WRITE));
+        fixture = fixture(secret);
+        return fixture;
     }
 
     @AfterEach
-    void closeAttacker() {
-        attackerNode.close();
-    }
-
-    @Test
-    void aChannelThatOnlyCompletedTheTransportHelloReadsNothingFromAServerWithASecret() throws Exception {
-        try (PolicyFixture f = fixture(SECRET)) {
-            RemoteBlock block = f.exposeBlock(SIZE, 1);
-            Outsider outsider = connect(f);
-            assertRefused(outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+    void closeAll() {
+        if (fixture != null) {
+            fixture.close();
+        }
+        if (attackerNode != null) {
+            attackerNode.close();
         }
     }
 
-    @Test
-    void aDataChannelInItsHandshakeWindowReadsNothing() throws Exception {
-        try (PolicyFixture f = fixture(SECRET)) {
-            RemoteBlock block = f.exposeBlock(SIZE, 2);
-            Outsider outsider = connect(f);
-            byte[] nonce = Auth.nonce();
-            outsider.send(hello(TrafficClass.DATA, nonce, true));
-            assertEquals(Type.CHALLENGE, outsider.next().type(), "the server challenges the outsider");
-            // The handshake is open (up to handshakeTimeout): the outsider cannot prove, but tries to READ now.
-            assertRefused(outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
-        }
+    private boolean verbs() {
+        return transport == TestTransport.VERBS;
     }
 
-    @Test
-    void aPeerWithoutTheSecretReadsNothingEvenRightAfterItsHello() throws Exception {
-        try (PolicyFixture f = fixture(SECRET)) {
-            RemoteBlock block = f.exposeBlock(SIZE, 3);
-            Outsider outsider = connect(f);
-            // Pipelined: the READ request is on the wire right behind the HELLO the server rejects.
-            outsider.send(hello(TrafficClass.DATA, Auth.nonce(), false));
-            CompletableFuture<Void> read = outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0);
-            assertThrows(ExecutionException.class, () -> read.get(WAIT, TimeUnit.SECONDS));
-            assertAllZero(attackerLanding);
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aChannelThatOnlyCompletedTheTransportHelloReadsNothingFromAServerWithASecret(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        RemoteBlock block = f.exposeBlock(SIZE, 1);
+        if (verbs()) {
+            assertConnectRefused(f, ConnectRequest.OPEN); // no proof: rejected, no QP
+            return;
         }
+        Outsider outsider = connect(f, ConnectRequest.OPEN);
+        assertRefused(outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
     }
 
-    @Test
-    void anAuthenticatedControlChannelReadsNothingWhileAnAuthenticatedDataChannelReads() throws Exception {
-        try (PolicyFixture f = fixture(SECRET)) {
-            RemoteBlock block = f.exposeBlock(SIZE, 4);
-            UUID instance = UUID.randomUUID();
-            f.server.grants(instance).grant(block.rkey()); // refused on control for being control, not for want of a grant
-            Outsider control = connect(f);
-            handshake(control, TrafficClass.CONTROL, instance, SECRET);
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aDataChannelInItsHandshakeWindowReadsNothing(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        RemoteBlock block = f.exposeBlock(SIZE, 2);
+        // A proof made without the secret: tcp does not look at it, verbs rejects the connect.
+        ConnectRequest forged = new ConnectRequest(ConnectProof.create("not-the-secret".getBytes(StandardCharsets.US_ASCII),
+                TrafficClass.DATA), true);
+        if (verbs()) {
+            assertConnectRefused(f, forged);
+            return;
+        }
+        Outsider outsider = connect(f, forged);
+        byte[] nonce = Auth.nonce();
+        outsider.send(hello(TrafficClass.DATA, nonce, true));
+        assertEquals(Type.CHALLENGE, outsider.next().type(), "the server challenges the outsider");
+        // The handshake is open (up to handshakeTimeout): the outsider cannot prove, but tries to READ now.
+        assertRefused(outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+    }
+
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aPeerWithoutTheSecretReadsNothingEvenRightAfterItsHello(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        RemoteBlock block = f.exposeBlock(SIZE, 3);
+        ConnectRequest unproven = new ConnectRequest(ConnectProof.create(null, TrafficClass.DATA), true);
+        if (verbs()) {
+            assertConnectRefused(f, unproven); // the layout of a proof, but no mac
+            return;
+        }
+        Outsider outsider = connect(f, unproven);
+        // Pipelined: the READ request is on the wire right behind the HELLO the server rejects.
+        outsider.send(hello(TrafficClass.DATA, Auth.nonce(), false));
+        CompletableFuture<Void> read = outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0);
+        assertThrows(ExecutionException.class, () -> read.get(WAIT, TimeUnit.SECONDS));
+        assertAllZero(attackerLanding);
+    }
+
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aConnectProofIsTakenOnce(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        RemoteBlock block = f.exposeBlock(SIZE, 7);
+        UUID instance = UUID.randomUUID();
+        f.server.grants(instance).grant(block.rkey());
+        ConnectRequest seen = new ConnectRequest(ConnectProof.create(SECRET, TrafficClass.DATA), true);
+        Outsider first = connect(f, seen);
+        handshake(first, TrafficClass.DATA, instance, SECRET);
+        first.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer with the secret READs the block");
+        attackerLanding.buffer().put(new byte[SIZE]);
+        if (verbs()) {
+            assertConnectRefused(f, seen); // a replay of the connect request seen on the wire
+            return;
+        }
+        Outsider replayed = connect(f, seen); // tcp carries no proof: the replay gets a channel, and no READ
+        assertRefused(replayed.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+    }
+
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void anAuthenticatedControlChannelReadsNothingWhileAnAuthenticatedDataChannelReads(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        RemoteBlock block = f.exposeBlock(SIZE, 4);
+        UUID instance = UUID.randomUUID();
+        f.server.grants(instance).grant(block.rkey()); // refused on control for being control, not for want of a grant
+        Outsider control = connect(f, proven(SECRET, TrafficClass.CONTROL));
+        handshake(control, TrafficClass.CONTROL, instance, SECRET);
+        if (verbs()) {
+            // The control QP has no responder resources: rxe's requester never sends the READ (the operation times
+            // out), and a requester that sent it anyway would be NAKed.
+            assertReadFails(control.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+        } else {
             assertRefused(control.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
-
-            Outsider data = connect(f);
-            handshake(data, TrafficClass.DATA, instance, SECRET);
-            data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
-            assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer with the secret READs the block");
         }
+
+        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA));
+        handshake(data, TrafficClass.DATA, instance, SECRET);
+        data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer with the secret READs the block");
     }
 
-    @Test
-    void withoutASecretTheDataPlaneIsOpenButOnlyAfterTheHandshake() throws Exception {
-        try (PolicyFixture f = fixture(null)) {
-            RemoteBlock block = f.exposeBlock(SIZE, 5);
-            Outsider early = connect(f);
-            assertRefused(early.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
-
-            UUID instance = UUID.randomUUID();
-            f.server.grants(instance).grant(block.rkey());
-            Outsider peer = connect(f);
-            handshake(peer, TrafficClass.DATA, instance, null);
-            peer.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
-            assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()));
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void withoutASecretTheDataPlaneIsOpenButOnlyToPolicyPeers(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, null);
+        RemoteBlock block = f.exposeBlock(SIZE, 5);
+        if (verbs()) {
+            assertConnectRefused(f, ConnectRequest.OPEN); // not even the layout of a connect proof
+        } else {
+            Outsider early = connect(f, ConnectRequest.OPEN);
+            assertRefused(early.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0)); // before its handshake
         }
+
+        UUID instance = UUID.randomUUID();
+        f.server.grants(instance).grant(block.rkey());
+        Outsider peer = connect(f, proven(null, TrafficClass.DATA));
+        handshake(peer, TrafficClass.DATA, instance, null);
+        peer.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()));
+    }
+
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aReadAfterThePeersSessionEndedReadsNothing(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        UUID instance = UUID.randomUUID();
+        ByteBuffer memory = ByteBuffer.allocateDirect(SIZE).put(0, (byte) 9);
+        MemoryRegion region = f.server.peerScope(instance).add(f.serverNode.register(memory)); // lives as long as its session
+        f.server.grants(instance).grant(region.rkey());
+        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA));
+        handshake(data, TrafficClass.DATA, instance, SECRET);
+        data.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        assertEquals(9, attackerLanding.buffer().get(0), "the session READs its region");
+        attackerLanding.buffer().put(new byte[SIZE]);
+
+        data.channel.close(); // the peer's last channel: its session ends
+        Polling.waitUntil(() -> !region.isValid(), Duration.ofSeconds(WAIT), "the region revoked with the session");
+        Outsider again = connect(f, proven(SECRET, TrafficClass.DATA));
+        handshake(again, TrafficClass.DATA, instance, SECRET); // the same peer, a new session: the old key is gone
+        assertRefused(again.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0));
     }
 
     @Test
     void aReadWithAnotherPeersValidRkeyIsRefusedWithOrWithoutASecret() throws Exception {
+        // tcp only: on verbs a key is not bound to its peer yet (memory windows bound to the peer's QP are not built),
+        // so another authenticated data channel holding the rkey READs the region there.
         for (byte[] secret : new byte[][] {SECRET, null}) {
-            try (PolicyFixture f = fixture(secret)) {
-                RemoteBlock block = f.exposeBlock(SIZE, 6); // granted to the fixture's own client
-                UUID owner = UUID.randomUUID();
-                f.server.grants(owner).grant(block.rkey());
-                Outsider other = connect(f);
-                handshake(other, TrafficClass.DATA, UUID.randomUUID(), secret);
-                assertRefused(other.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+            closeAll();
+            PolicyFixture f = open(TestTransport.TCP, secret);
+            RemoteBlock block = f.exposeBlock(SIZE, 6); // granted to the fixture's own client
+            UUID owner = UUID.randomUUID();
+            f.server.grants(owner).grant(block.rkey());
+            Outsider other = connect(f, ConnectRequest.OPEN);
+            handshake(other, TrafficClass.DATA, UUID.randomUUID(), secret);
+            assertRefused(other.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
 
-                Outsider granted = connect(f);
-                handshake(granted, TrafficClass.DATA, owner, secret);
-                granted.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
-                assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer it was granted to READs it");
-                attackerLanding.buffer().put(new byte[SIZE]);
-            }
+            Outsider granted = connect(f, ConnectRequest.OPEN);
+            handshake(granted, TrafficClass.DATA, owner, secret);
+            granted.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+            assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer it was granted to READs it");
+            attackerLanding.buffer().put(new byte[SIZE]);
         }
+        fixture = null;
     }
 
-    @Test
-    void aServerReadsNothingOfAClientThatConnectedToIt() throws Exception {
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aServerReadsNothingOfAClientThatConnectedToIt(TestTransport on) throws Exception {
         // The outsider plays a server (e.g. an address it slipped into a registry) and READs back
         // over the channel the victim's policy client opened to it.
-        try (PolicyFixture f = fixture(null)) {
-            MemoryRegion victimRegion = f.clientNode.register(ByteBuffer.allocateDirect(SIZE).put(0, (byte) 7));
-            AtomicReference<Channel> opened = new AtomicReference<>();
-            attackerNode.listen(channel -> {
-                opened.set(channel);
-                return new ChannelHandler() { };
-            });
-            f.client.peer(attackerNode.localAddress());
-            Channel back = Polling.waitFor(opened::get, Duration.ofSeconds(WAIT), "the victim's channel to the outsider");
-            Polling.waitUntil(back::isOpen, Duration.ofSeconds(WAIT), "the channel open");
+        PolicyFixture f = open(on, null);
+        MemoryRegion victimRegion = f.clientNode.register(ByteBuffer.allocateDirect(SIZE).put(0, (byte) 7));
+        AtomicReference<Channel> opened = new AtomicReference<>();
+        attackerNode.listen(channel -> {
+            opened.set(channel);
+            return new ChannelHandler() { };
+        });
+        f.client.peer(attackerNode.localAddress());
+        Channel back = Polling.waitFor(opened::get, Duration.ofSeconds(WAIT), "the victim's channel to the outsider");
+        Polling.waitUntil(back::isOpen, Duration.ofSeconds(WAIT), "the channel open");
+        if (verbs()) {
+            // The victim's connect offered no responder resources: the QP serves no READ.
+            assertReadFails(back.read(victimRegion.address(), victimRegion.rkey(), SIZE, attackerLanding, 0));
+        } else {
             assertRefused(back.read(victimRegion.address(), victimRegion.rkey(), SIZE, attackerLanding, 0));
         }
     }
 
-    @Test
-    void aClientGoesByAnotherIdAtEachServerSoNoServerCanClaimItsGrantsElsewhere() throws Exception {
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aClientGoesByAnotherIdAtEachServerSoNoServerCanClaimItsGrantsElsewhere(TestTransport on) throws Exception {
+        transport = on;
+        attackerNode = on.node(false);
         AtomicReference<UUID> atServer = new AtomicReference<>();
-        try (PolicyFixture f = new PolicyFixture(PolicyFixture.fast(), PolicyFixture.fast(), (peer, request) -> {
+        fixture = new PolicyFixture(on, on.policy(), on.policy(), (peer, request) -> {
             atServer.set(peer.instance());
             return request;
-        })) {
-            f.server.markReady();
-            f.peer().request(ByteBuffer.allocate(1)).get(WAIT, TimeUnit.SECONDS);
-            AtomicReference<UUID> atOutsider = new AtomicReference<>();
-            attackerNode.listen(channel -> new ChannelHandler() {
-                @Override
-                public void onMessage(Channel ch, ByteBuffer message) {
-                    try {
-                        atOutsider.compareAndSet(null, Handshake.Hello.decode(ControlFrame.decode(message).payload()).instance());
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
+        });
+        PolicyFixture f = fixture;
+        f.server.markReady();
+        f.peer().request(ByteBuffer.allocate(1)).get(WAIT, TimeUnit.SECONDS);
+        AtomicReference<UUID> atOutsider = new AtomicReference<>();
+        attackerNode.listen(channel -> new ChannelHandler() {
+            @Override
+            public void onMessage(Channel ch, ByteBuffer message) {
+                try {
+                    atOutsider.compareAndSet(null, Handshake.Hello.decode(ControlFrame.decode(message).payload()).instance());
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
                 }
-            });
-            f.client.peer(attackerNode.localAddress());
-            UUID shown = Polling.waitFor(atOutsider::get, Duration.ofSeconds(WAIT), "the client's HELLO at the outsider");
-            assertNotEquals(atServer.get(), shown, "the outsider must not learn the id the server knows the client by");
-        }
+            }
+        });
+        f.client.peer(attackerNode.localAddress());
+        UUID shown = Polling.waitFor(atOutsider::get, Duration.ofSeconds(WAIT), "the client's HELLO at the outsider");
+        assertNotEquals(atServer.get(), shown, "the outsider must not learn the id the server knows the client by");
     }
 
     // ---------------------------------------------------------------- the outsider's tools
 
-    private static PolicyFixture fixture(byte[] secret) throws TransportException {
-        PolicyOptions options = PolicyFixture.fast().withSecret(secret);
-        PolicyFixture f = new PolicyFixture(options, options, PolicyFixture.echo());
+    private PolicyFixture fixture(byte[] secret) throws TransportException {
+        PolicyOptions options = transport.policy().withSecret(secret);
+        PolicyFixture f = new PolicyFixture(transport, options, options, PolicyFixture.echo());
         f.server.markReady();
         return f;
+    }
+
+    private static ConnectRequest proven(byte[] secret, TrafficClass trafficClass) {
+        return new ConnectRequest(ConnectProof.create(secret, trafficClass), trafficClass == TrafficClass.DATA);
     }
 
     /** A channel from the outsider's node to the server with transport HELLO done, and what arrives on it. */
@@ -211,9 +312,9 @@ class DataPlaneAuthTest {
         }
     }
 
-    private Outsider connect(PolicyFixture f) throws Exception {
+    private Outsider connect(PolicyFixture f, ConnectRequest request) throws Exception {
         BlockingQueue<ControlFrame> frames = new LinkedBlockingQueue<>();
-        Channel channel = attackerNode.connect(f.serverNode.localAddress(), 16, new ChannelHandler() {
+        Channel channel = attackerNode.connect(f.serverNode.localAddress(), 16, Lane.BULK, new ChannelHandler() {
             @Override
             public void onMessage(Channel ch, ByteBuffer message) {
                 try {
@@ -222,8 +323,19 @@ class DataPlaneAuthTest {
                     throw new IllegalStateException(e);
                 }
             }
-        }).get(WAIT, TimeUnit.SECONDS);
+        }, request).get(WAIT, TimeUnit.SECONDS);
         return new Outsider(channel, frames);
+    }
+
+    /** The connect is rejected before any channel exists (verbs: RDMA-CM REJECTED, no QP at the server). */
+    private void assertConnectRefused(PolicyFixture f, ConnectRequest request) {
+        long refusedBefore = f.serverMetrics.registry().counter("rdma.server.refused").getCount();
+        ExecutionException e = assertThrows(ExecutionException.class, () -> attackerNode.connect(f.serverNode.localAddress(), 16,
+                Lane.BULK, new ChannelHandler() { }, request).get(WAIT, TimeUnit.SECONDS), "the connect must be rejected");
+        assertEquals(Status.RETRY_EXCEEDED, assertInstanceOf(TransportException.class, e.getCause()).status(), e::toString);
+        assertEquals(refusedBefore + 1, f.serverMetrics.registry().counter("rdma.server.refused").getCount(),
+                "the server refused it (not a network failure)");
+        assertEquals(0, f.server.unauthenticatedChannels(), "no channel was created for it");
     }
 
     private static ByteBuffer hello(TrafficClass trafficClass, byte[] nonce, boolean wantsAuth) {
@@ -248,6 +360,12 @@ class DataPlaneAuthTest {
         outsider.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(secret, nonce, serverNonce)).encode())
                 .encode());
         assertEquals(Type.READY, outsider.next().type());
+    }
+
+    /** The READ fails, whatever the status, and no byte arrives. */
+    private void assertReadFails(CompletableFuture<Void> read) {
+        assertThrows(ExecutionException.class, () -> read.get(WAIT, TimeUnit.SECONDS));
+        assertAllZero(attackerLanding);
     }
 
     private void assertRefused(CompletableFuture<Void> read) {

@@ -2,10 +2,8 @@ package io.rdmaplane.rdma.policy;
 
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
-import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.faulty.FaultyNode;
-import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.EnumSet;
@@ -31,9 +29,14 @@ final class PolicyFixture implements AutoCloseable {
 
     PolicyFixture(PolicyOptions serverOptions, PolicyOptions clientOptions, PolicyServer.RequestHandler handler)
             throws TransportException {
-        NodeOptions nodeOptions = NodeOptions.loopback().withOperationTimeout(Duration.ofSeconds(2));
-        serverNode = new FaultyNode(TcpProvider.INSTANCE.createNode(nodeOptions));
-        clientNode = new FaultyNode(TcpProvider.INSTANCE.createNode(nodeOptions));
+        this(TestTransport.TCP, serverOptions, clientOptions, handler);
+    }
+
+    /** The fixture on {@code transport}'s nodes (verbs: in the Soft-RoCE VM only, else the test is skipped). */
+    PolicyFixture(TestTransport transport, PolicyOptions serverOptions, PolicyOptions clientOptions,
+                  PolicyServer.RequestHandler handler) throws TransportException {
+        serverNode = new FaultyNode(transport.node(true));
+        clientNode = new FaultyNode(transport.node(false));
         server = new PolicyServer(serverNode, serverOptions, serverMetrics, (peer, request) -> {
             handled.incrementAndGet();
             return handler.handle(peer, request);

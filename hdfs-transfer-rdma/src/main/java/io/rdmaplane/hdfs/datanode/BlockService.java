@@ -170,7 +170,7 @@ final class BlockService implements AutoCloseable {
             regions.invalidate(key);
             return Response.refused(Status.STALE_GENERATION, "replica changed while being served");
         }
-        peer.grant(region.memory.rkey(), grantUntil); // only the client whose token was checked may READ it
+        peer.grant(region.memory, grantUntil); // only the client whose token was checked may READ it, while the region lives
         return new Response(Status.OK, "", start, rangeLength, region.memory.address() + start, region.memory.rkey(),
                 rangeCrc, layout.typeId(), bpc, sums);
     }

@@ -59,7 +59,7 @@ public final class PolicyBenchmark {
             MemoryRegion landing = pair.landing(BULK_BLOCK);
             PeerConnection peer = pair.peer();
             roundTrips(peer, rounds / 4); // warm-up
-            long[] idle = roundTrips(peer, rounds);
+            long[] idle = Samples.percentiles(roundTrips(peer, rounds));
 
             AtomicBoolean running = new AtomicBoolean(true);
             AtomicLong bulkBytes = new AtomicLong();
@@ -72,7 +72,7 @@ public final class PolicyBenchmark {
             Thread.sleep(500);
             long start = System.nanoTime();
             long bytesBefore = bulkBytes.get();
-            long[] loaded = roundTrips(peer, rounds);
+            long[] loaded = Samples.percentiles(roundTrips(peer, rounds));
             double bulkMiBs = (bulkBytes.get() - bytesBefore) / (1024.0 * 1024.0) / ((System.nanoTime() - start) / 1e9);
             running.set(false);
             stopped.await(60, TimeUnit.SECONDS);
@@ -88,7 +88,7 @@ public final class PolicyBenchmark {
         }
     }
 
-    private static void bulk(PeerConnection peer, RemoteBlock block, MemoryRegion landing, AtomicBoolean running,
+    static void bulk(PeerConnection peer, RemoteBlock block, MemoryRegion landing, AtomicBoolean running,
                              AtomicLong bytes, AtomicReference<Throwable> failure, CountDownLatch stopped) {
         peer.read(block, landing, 0).whenComplete((ok, error) -> {
             if (error != null) {
@@ -105,19 +105,24 @@ public final class PolicyBenchmark {
     }
 
     /**
-     * p50 and p99 of {@code rounds} control round trips, each sent from the completion of the one
-     * before, so the figure is the channel's and not the waking of an application thread.
+     * Nanoseconds of each of {@code rounds} control round trips, each sent from the completion of
+     * the one before, so the figure is the channel's and not the waking of an application thread.
      */
-    private static long[] roundTrips(PeerConnection peer, int rounds) throws Exception {
-        long[] samples = new long[rounds];
-        CompletableFuture<Void> done = new CompletableFuture<>();
-        chain(peer, samples, 0, done);
-        done.get(rounds * 30L, TimeUnit.SECONDS);
-        Arrays.sort(samples);
-        return new long[] {samples[rounds / 2], samples[(int) (rounds * 0.99)]};
+    static long[] roundTrips(PeerConnection peer, int rounds) throws Exception {
+        return roundTrips(peer, rounds, () -> false);
     }
 
-    private static void chain(PeerConnection peer, long[] samples, int i, CompletableFuture<Void> done) {
+    /** As {@link #roundTrips(PeerConnection, int)}, ending early (at least one round) once {@code enough} says so. */
+    static long[] roundTrips(PeerConnection peer, int rounds, java.util.function.BooleanSupplier enough) throws Exception {
+        long[] samples = new long[rounds];
+        CompletableFuture<Integer> done = new CompletableFuture<>();
+        chain(peer, samples, 0, enough, done);
+        int taken = done.get(rounds * 30L, TimeUnit.SECONDS);
+        return Arrays.copyOf(samples, taken);
+    }
+
+    private static void chain(PeerConnection peer, long[] samples, int i, java.util.function.BooleanSupplier enough,
+                              CompletableFuture<Integer> done) {
         long t0 = System.nanoTime();
         peer.request(ByteBuffer.allocate(64)).whenComplete((answer, error) -> {
             if (error != null) {
@@ -125,10 +130,10 @@ public final class PolicyBenchmark {
                 return;
             }
             samples[i] = System.nanoTime() - t0;
-            if (i + 1 == samples.length) {
-                done.complete(null);
+            if (i + 1 == samples.length || enough.getAsBoolean()) {
+                done.complete(i + 1);
             } else {
-                chain(peer, samples, i + 1, done);
+                chain(peer, samples, i + 1, enough, done);
             }
         });
     }
@@ -194,19 +199,38 @@ public final class PolicyBenchmark {
         });
     }
 
-    /** A serving node with a policy server, and a reading node with a policy client, on loopback. */
-    private static final class Pair implements AutoCloseable {
+    /**
+     * A serving node with a policy server that echoes requests, and a reading node with a policy
+     * client, on loopback; {@link #reverse} serves the other way between the same two nodes.
+     */
+    static final class Pair implements AutoCloseable {
         final Node serverNode;
         final Node clientNode;
         final PolicyServer server;
         final PolicyClient client;
+        private final boolean ownsNodes;
 
         Pair(TransportProvider provider, PolicyOptions options) throws Exception {
-            serverNode = provider.createNode(NodeOptions.loopback());
-            clientNode = provider.createNode(NodeOptions.loopback());
+            this(provider, options, NodeOptions.loopback(), NodeOptions.loopback());
+        }
+
+        Pair(TransportProvider provider, PolicyOptions options, NodeOptions serverOptions, NodeOptions clientOptions)
+                throws Exception {
+            this(provider.createNode(serverOptions), provider.createNode(clientOptions), options, true);
+        }
+
+        private Pair(Node serverNode, Node clientNode, PolicyOptions options, boolean ownsNodes) throws Exception {
+            this.serverNode = serverNode;
+            this.clientNode = clientNode;
+            this.ownsNodes = ownsNodes;
             server = new PolicyServer(serverNode, options, new PolicyMetrics(), (peer, request) -> request).start();
             client = new PolicyClient(clientNode, options, new PolicyMetrics());
             server.markReady();
+        }
+
+        /** The client node serving the server node, over the same two nodes; closed with this pair's nodes. */
+        Pair reverse(PolicyOptions options) throws Exception {
+            return new Pair(clientNode, serverNode, options, false);
         }
 
         RemoteBlock block(int size) throws Exception {
@@ -234,8 +258,10 @@ public final class PolicyBenchmark {
         public void close() {
             client.close();
             server.close();
-            clientNode.close();
-            serverNode.close();
+            if (ownsNodes) {
+                clientNode.close();
+                serverNode.close();
+            }
         }
     }
 }

@@ -45,7 +45,7 @@ public final class ProviderReadBenchmark {
         }
     }
 
-    private static NodeOptions options(String host, boolean busyPoll) {
+    static NodeOptions options(String host, boolean busyPoll) {
         NodeOptions loopback = NodeOptions.loopback();
         return new NodeOptions(new InetSocketAddress(host, 0), loopback.maxMessageSize(),
                 java.time.Duration.ofSeconds(30), loopback.acceptQueueDepth(),

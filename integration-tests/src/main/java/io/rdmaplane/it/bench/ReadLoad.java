@@ -9,9 +9,11 @@ import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import java.nio.ByteBuffer;
 import java.util.EnumSet;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -44,6 +46,100 @@ final class ReadLoad {
             }
             return bytes.get() / (1024.0 * 1024.0) / (elapsed / 1e9);
         }
+    }
+
+    /** One point of a queue-depth sweep: READ latencies (ns), MiB/s, and the CPU each side spent. */
+    record Point(long[] latencies, double mibs, long bytes, long clientCpuNanos, long serverCpuNanos) {
+    }
+
+    /**
+     * {@code size}-byte READs kept {@code depth} deep on {@code channel} for {@code nanos}, each
+     * re-posted from the completion of the one before; landing offsets wrap around {@code landing}.
+     * CPU is what the threads named after each node spent meanwhile ({@link CpuTime}).
+     */
+    static Point atDepth(Channel channel, MemoryRegion source, MemoryRegion landing, int size, int depth, long nanos,
+                         Node client, Node server) throws Exception {
+        int slots = Math.max(1, landing.length() / size);
+        int sources = Math.max(1, source.length() / size);
+        long[] samples = new long[1 << 20];
+        AtomicInteger taken = new AtomicInteger();
+        AtomicLong bytes = new AtomicLong();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch done = new CountDownLatch(depth);
+        long clientCpu = CpuTime.of(client);
+        long serverCpu = CpuTime.of(server);
+        long start = System.nanoTime();
+        long deadline = start + nanos;
+        for (int i = 0; i < depth; i++) {
+            timedRead(channel, source, landing, size, i, slots, sources, deadline, samples, taken, bytes, failure, done);
+        }
+        if (!done.await(nanos / 1_000_000 + 120_000, TimeUnit.MILLISECONDS)) {
+            throw new IllegalStateException("READs of " + size + " B at depth " + depth + " did not finish");
+        }
+        long elapsed = System.nanoTime() - start;
+        if (failure.get() != null) {
+            throw new IllegalStateException("READ failed during the benchmark", failure.get());
+        }
+        long[] latencies = java.util.Arrays.copyOf(samples, Math.min(samples.length, taken.get()));
+        return new Point(latencies, bytes.get() / (1024.0 * 1024.0) / (elapsed / 1e9), bytes.get(),
+                CpuTime.of(client) - clientCpu, CpuTime.of(server) - serverCpu);
+    }
+
+    private static void timedRead(Channel channel, MemoryRegion source, MemoryRegion landing, int size, int n, int slots,
+                                  int sources, long deadline, long[] samples, AtomicInteger taken, AtomicLong bytes,
+                                  AtomicReference<Throwable> failure, CountDownLatch done) {
+        long t0 = System.nanoTime();
+        long remote = source.address() + (long) (n * 7 % sources) * size;
+        channel.read(remote, source.rkey(), size, landing, (n % slots) * size).whenComplete((ok, error) -> {
+            if (error != null) {
+                failure.compareAndSet(null, error);
+                done.countDown();
+                return;
+            }
+            long now = System.nanoTime();
+            int i = taken.getAndIncrement();
+            if (i < samples.length) {
+                samples[i] = now - t0;
+            }
+            bytes.addAndGet(size);
+            if (now < deadline) {
+                timedRead(channel, source, landing, size, n + 1, slots, sources, deadline, samples, taken, bytes, failure, done);
+            } else {
+                done.countDown();
+            }
+        });
+    }
+
+    /**
+     * MiB/s of each channel, all loaded at once: {@code block}-byte READs kept {@code depth} deep on
+     * every channel for {@code nanos}; channel i READs {@code sources[i]} into {@code landings[i]}.
+     */
+    static double[] concurrently(List<Channel> channels, List<MemoryRegion> sources, List<MemoryRegion> landings, int block,
+                                 int depth, long nanos) throws Exception {
+        int n = channels.size();
+        AtomicLong[] bytes = new AtomicLong[n];
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch done = new CountDownLatch(n * depth);
+        long start = System.nanoTime();
+        long deadline = start + nanos;
+        for (int c = 0; c < n; c++) {
+            bytes[c] = new AtomicLong();
+            for (int slot = 0; slot < depth; slot++) {
+                keepReading(channels.get(c), sources.get(c), landings.get(c), block, slot, deadline, bytes[c], failure, done);
+            }
+        }
+        if (!done.await(nanos / 1_000_000 + 120_000, TimeUnit.MILLISECONDS)) {
+            throw new IllegalStateException("concurrent READs did not finish");
+        }
+        long elapsed = System.nanoTime() - start;
+        if (failure.get() != null) {
+            throw new IllegalStateException("READ failed during the benchmark", failure.get());
+        }
+        double[] mibs = new double[n];
+        for (int c = 0; c < n; c++) {
+            mibs[c] = bytes[c].get() / (1024.0 * 1024.0) / (elapsed / 1e9);
+        }
+        return mibs;
     }
 
     /** Each slot re-posts from its own completion until the deadline; remote offsets walk the source. */
@@ -83,7 +179,7 @@ final class ReadLoad {
             CompletableFuture<Void> done = new CompletableFuture<>();
             chain(channel, source, landing, size, samples, 0, done);
             done.get(rounds * 60L, TimeUnit.SECONDS);
-            return TcpReadBenchmark.percentiles(samples);
+            return Samples.percentiles(samples);
         }
     }
 

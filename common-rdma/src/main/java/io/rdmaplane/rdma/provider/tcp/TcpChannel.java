@@ -4,6 +4,7 @@ import io.rdmaplane.rdma.provider.AbstractChannel;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.LocalAccess;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Status;
@@ -13,7 +14,6 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.CancelledKeyException;
 import java.nio.channels.SelectionKey;
-import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -31,7 +31,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One connection. Any thread may post; all socket I/O, parsing and completions happen on the
- * node's thread. Posted operations wait in {@link #pending} until their completion: an
+ * thread of its lane's {@link TcpLoop}. Posted operations wait in {@link #pending} until their completion: an
  * operation completes exactly once, by whoever removes it from there.
  */
 final class TcpChannel extends AbstractChannel {
@@ -56,7 +56,7 @@ final class TcpChannel extends AbstractChannel {
         final ByteBuffer[] buffers;
         final Kind kind;
         final long sendId;
-        TcpRegion source; // node thread only once enqueued
+        TcpRegion source; // loop thread only once enqueued
 
         Frame(ByteBuffer[] buffers, Kind kind, long sendId) {
             this(buffers, kind, sendId, null);
@@ -92,6 +92,10 @@ final class TcpChannel extends AbstractChannel {
     }
 
     private final TcpNode node;
+    /** Where the channel's I/O runs; an accepted channel moves once, to its connector's lane. */
+    private volatile TcpLoop loop;
+    private Lane lane; // loop thread only
+    private boolean moving; // loop thread only: set while an accepted channel changes loops
     private final SocketChannel socket;
     private final Map<Long, Op> pending = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong();
@@ -100,8 +104,8 @@ final class TcpChannel extends AbstractChannel {
     private final AtomicBoolean flushScheduled = new AtomicBoolean();
     private final int responseLimit;
     private volatile State state;
-    private SelectionKey key;
-    // Inbound parser state: node thread only.
+    private volatile SelectionKey key;
+    // Inbound parser state: loop thread only.
     // Unparsed bytes are inbox[start, end). While a READ of ours is on the wire, the inbox takes
     // one header at a time, so a READ payload never passes through it (see onReadable).
     private final ByteBuffer inbox = ByteBuffer.allocateDirect(INBOX_BYTES);
@@ -114,13 +118,15 @@ final class TcpChannel extends AbstractChannel {
     private ByteBuffer messageBuffer;
     private int queuedResponses;
     private boolean readPaused;
-    // When the peer last took bytes of ours, or we had none for it: node thread only.
+    // When the peer last took bytes of ours, or we had none for it: loop thread only.
     private long lastDrained = System.nanoTime();
 
-    TcpChannel(TcpNode node, SocketChannel socket, int queueDepth, ChannelHandler handler,
+    TcpChannel(TcpNode node, TcpLoop loop, Lane lane, SocketChannel socket, int queueDepth, ChannelHandler handler,
                CompletableFuture<Channel> connected) {
         super(node.options, queueDepth, handler, connected, null);
         this.node = node;
+        this.loop = loop;
+        this.lane = lane;
         this.socket = socket;
         // A peer that does not read its responses stops being read from, rather than growing our queue.
         this.responseLimit = 2 * Math.max(64, node.options.acceptQueueDepth());
@@ -141,7 +147,7 @@ final class TcpChannel extends AbstractChannel {
         if (protection != null) {
             // As on verbs: the work request completes in error and the queue pair breaks.
             pending.put(id, new Op(id, future, null));
-            node.execute(() -> terminate(new TransportException(Status.LOCAL_PROTECTION_ERROR, protection), id, Status.FLUSHED));
+            loop.execute(() -> terminate(new TransportException(Status.LOCAL_PROTECTION_ERROR, protection), id, Status.FLUSHED));
             return future;
         }
         Op op = new Op(id, future, ((TcpRegion) local).slice(localOffset, length));
@@ -208,7 +214,7 @@ final class TcpChannel extends AbstractChannel {
     private void enqueue(Frame frame) {
         outbound.add(frame);
         if (flushScheduled.compareAndSet(false, true)) {
-            node.scheduleFlush(this);
+            loop.scheduleFlush(this);
         }
     }
 
@@ -226,19 +232,19 @@ final class TcpChannel extends AbstractChannel {
         }
     }
 
-    // ---------------------------------------------------------------- connection set-up (node thread)
+    // ---------------------------------------------------------------- connection set-up (loop thread)
 
-    void startConnect(Selector selector, InetSocketAddress peer) throws IOException {
+    void startConnect(InetSocketAddress peer) throws IOException {
         remote(peer);
-        key = socket.register(selector, SelectionKey.OP_CONNECT, this);
+        key = socket.register(loop.selector(), SelectionKey.OP_CONNECT, this);
         if (socket.connect(peer)) {
             onConnectable();
         }
     }
 
-    void startAccepted(Selector selector) throws IOException {
+    void startAccepted() throws IOException {
         remote(socket.getRemoteAddress());
-        key = socket.register(selector, SelectionKey.OP_READ, this);
+        key = socket.register(loop.selector(), SelectionKey.OP_READ, this);
     }
 
     void onConnectable() {
@@ -259,11 +265,11 @@ final class TcpChannel extends AbstractChannel {
     }
 
     private ByteBuffer hello() {
-        return ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.HELLO).putLong(0)
+        return ByteBuffer.allocate(Wire.HEADER_BYTES).put(Wire.HELLO).putLong(Wire.code(lane))
                 .putLong(Wire.MAGIC << 32 | Wire.VERSION).putInt(node.options.maxMessageSize()).putInt(queueDepth()).flip();
     }
 
-    private void onHello(long magicVersion, int peerMaxMessage) {
+    private void onHello(long laneCode, long magicVersion, int peerMaxMessage) {
         if (magicVersion != (Wire.MAGIC << 32 | Wire.VERSION)) {
             violation("not an RDMA tcp peer, or another protocol version (hello 0x" + Long.toHexString(magicVersion) + ")");
             return;
@@ -272,6 +278,50 @@ final class TcpChannel extends AbstractChannel {
             violation("peer announced a maximum message size of " + peerMaxMessage);
             return;
         }
+        Lane wanted = Wire.lane(laneCode);
+        if (wanted == null) {
+            violation("HELLO for an unknown lane " + laneCode);
+            return;
+        }
+        if (accepted() && wanted != lane) {
+            moveTo(wanted, () -> opened(peerMaxMessage));
+            return;
+        }
+        opened(peerMaxMessage);
+    }
+
+    /**
+     * Hands the channel to the loop of {@code wanted} (its connector's lane) and continues there:
+     * this loop lets go of the socket first, so only one thread ever does its I/O.
+     */
+    private void moveTo(Lane wanted, Runnable then) {
+        moving = true;
+        key.cancel();
+        loop.removed(this);
+        TcpLoop target = node.loop(wanted);
+        target.execute(() -> {
+            try {
+                key = socket.register(target.selector(), SelectionKey.OP_READ, this);
+            } catch (IOException | RuntimeException e) { // closed meanwhile, or the node is closing
+                terminate(new TransportException(Status.FLUSHED, "cannot move the channel from " + remoteAddress()
+                        + " to its lane: " + e, e), 0, Status.FLUSHED);
+                return;
+            }
+            loop = target;
+            lane = wanted;
+            moving = false;
+            target.added(this);
+            if (state == State.CLOSED) {
+                key.cancel();
+                target.removed(this);
+                return;
+            }
+            then.run();
+            onReadable(); // bytes that came with the HELLO wait in the inbox
+        });
+    }
+
+    private void opened(int peerMaxMessage) {
         agreeMaxMessageSize(peerMaxMessage);
         state = State.OPEN;
         if (!accepted()) {
@@ -289,7 +339,7 @@ final class TcpChannel extends AbstractChannel {
         flush();
     }
 
-    // ---------------------------------------------------------------- inbound (node thread)
+    // ---------------------------------------------------------------- inbound (loop thread)
 
     /**
      * Reads what the socket has. With none of our READs on the wire, no READ payload can arrive,
@@ -301,7 +351,7 @@ final class TcpChannel extends AbstractChannel {
         try {
             int reads = 0;
             long bytesThisTurn = 0;
-            while (!readPaused && state != State.CLOSED && state != State.CONNECTING) {
+            while (!readPaused && !moving && state != State.CLOSED && state != State.CONNECTING) {
                 if (payload == null && end - start >= Wire.HEADER_BYTES) {
                     int at = start;
                     start += Wire.HEADER_BYTES;
@@ -309,7 +359,7 @@ final class TcpChannel extends AbstractChannel {
                             inbox.getInt(at + 21));
                     continue;
                 }
-                if (reads++ == 64 || bytesThisTurn >= node.turnBytes()) {
+                if (reads++ == 64 || bytesThisTurn >= loop.turnBytes()) {
                     break; // fairness to other channels; the selector calls again while bytes wait
                 }
                 ByteBuffer window = inboxWindow();
@@ -319,7 +369,7 @@ final class TcpChannel extends AbstractChannel {
                 } else {
                     // At most a turn's worth of payload per call, so one bulk READ cannot hog the thread.
                     int limit = payload.limit();
-                    payload.limit((int) Math.min(limit, payload.position() + node.turnBytes()));
+                    payload.limit((int) Math.min(limit, payload.position() + loop.turnBytes()));
                     scatter[0] = payload;
                     scatter[1] = payload.limit() == limit ? window : window.limit(window.position());
                     try {
@@ -367,7 +417,7 @@ final class TcpChannel extends AbstractChannel {
     private void onHeader(byte type, long id, long a, int b, int c) {
         if (state == State.HANDSHAKE) {
             if (type == Wire.HELLO) {
-                onHello(a, b);
+                onHello(id, a, b);
             } else {
                 violation("frame type " + type + " before the handshake");
             }
@@ -498,7 +548,7 @@ final class TcpChannel extends AbstractChannel {
     }
 
     private void updateReadInterest() {
-        if (state != State.CONNECTING) {
+        if (state != State.CONNECTING && !moving) {
             interest(SelectionKey.OP_READ, !readPaused);
         }
     }
@@ -521,7 +571,7 @@ final class TcpChannel extends AbstractChannel {
         }
     }
 
-    // ---------------------------------------------------------------- outbound (node thread)
+    // ---------------------------------------------------------------- outbound (loop thread)
 
     void flush() {
         flushScheduled.set(false);
@@ -533,7 +583,7 @@ final class TcpChannel extends AbstractChannel {
             // One write of at most a turn's bytes: a channel with bulk to send takes its turn like the
             // others, so a small control message on another channel never waits behind megabytes.
             List<ByteBuffer> gather = new ArrayList<>();
-            long budget = node.turnBytes();
+            long budget = loop.turnBytes();
             ByteBuffer cut = null;
             int cutLimit = 0;
             for (Iterator<Frame> it = outbound.iterator(); it.hasNext() && gather.size() < MAX_GATHER && budget > 0; ) {
@@ -664,7 +714,7 @@ final class TcpChannel extends AbstractChannel {
             key.cancel();
         }
         TcpNode.closeQuietly(socket);
-        node.removed(this);
+        loop.removed(this);
         settleClosed(cause, others, (culpritError, othersError) -> {
             int failed = pending.size();
             if (culprit != 0) {

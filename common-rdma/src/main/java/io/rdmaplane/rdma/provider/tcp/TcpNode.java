@@ -4,6 +4,7 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeArguments;
@@ -14,31 +15,29 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
-import java.nio.channels.CancelledKeyException;
 import java.nio.channels.SelectionKey;
-import java.nio.channels.Selector;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.security.SecureRandom;
-import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A tcp node: a region table and one selector thread that does all socket I/O. READ requests
- * from peers are served on that thread straight from the region table; no application code
- * runs on the serving side. Callbacks and completions run on that thread too.
+ * A tcp node: a region table and two selector threads ({@link TcpLoop}s), one per {@link Lane},
+ * that do all socket I/O. READ requests from peers are served straight from the region table on
+ * the thread of their channel's lane (the bulk one, for data channels); no application code runs
+ * on the serving side. Callbacks and completions run on that thread too, so a control message
+ * never waits for bulk copying.
+ * An accepted channel starts on the control thread and moves to its connector's lane with the
+ * connector's HELLO.
  */
 public final class TcpNode implements Node {
     private static final Logger LOG = LoggerFactory.getLogger(TcpNode.class);
@@ -52,39 +51,39 @@ public final class TcpNode implements Node {
     private static final long PAGE = 4096;
     /** rkeys and addresses a peer could otherwise predict from the ones it was handed (issue 11). */
     private static final SecureRandom KEYS = new SecureRandom();
-    private static final int CROWDED_TURN_BYTES = 256 << 10;
-    private static final int ALONE_TURN_BYTES = 8 << 20;
 
     final NodeOptions options;
     private final String name;
-    private final Selector selector;
-    private final Thread loop;
-    private final ConcurrentLinkedQueue<Runnable> tasks = new ConcurrentLinkedQueue<>();
-    private final AtomicBoolean wakeupPending = new AtomicBoolean();
+    private final TcpLoop controlLoop;
+    private final TcpLoop bulkLoop;
     private final Map<Integer, TcpRegion> regions = new ConcurrentHashMap<>();
-    private final Set<TcpChannel> channels = ConcurrentHashMap.newKeySet();
-    private final java.util.ArrayDeque<TcpChannel> toFlush = new java.util.ArrayDeque<>(); // node thread only
     private final AtomicLong registrations = new AtomicLong();
-    private final long tickMillis;
-    private boolean crowded; // node thread only
     private volatile boolean closed;
     private volatile InetSocketAddress localAddress;
-    private ServerSocketChannel server;
+    private volatile ServerSocketChannel server;
     private ChannelAcceptor acceptor;
     private final CompletableFuture<Void> terminated = new CompletableFuture<>();
 
     TcpNode(NodeOptions options) throws TransportException {
         this.options = options;
         this.name = "rdma-tcp-node-" + NODE_IDS.incrementAndGet();
-        this.tickMillis = Math.max(5, Math.min(50, options.operationTimeout().toMillis() / 4));
+        long tickMillis = Math.max(5, Math.min(50, options.operationTimeout().toMillis() / 4));
+        this.controlLoop = new TcpLoop(this, Lane.CONTROL, tickMillis);
+        TcpLoop bulk;
         try {
-            this.selector = Selector.open();
-        } catch (IOException e) {
-            throw new TransportException(Status.UNAVAILABLE, "cannot open a selector: " + e, e);
+            bulk = new TcpLoop(this, Lane.BULK, tickMillis);
+        } catch (TransportException e) {
+            closeQuietly(controlLoop.selector());
+            throw e;
         }
-        this.loop = new Thread(this::runLoop, name);
-        loop.setDaemon(true);
-        loop.start();
+        this.bulkLoop = bulk;
+        controlLoop.start();
+        bulkLoop.start();
+    }
+
+    /** The loop that serves channels of {@code lane}. */
+    TcpLoop loop(Lane lane) {
+        return lane == Lane.CONTROL ? controlLoop : bulkLoop;
     }
 
     @Override
@@ -160,9 +159,9 @@ public final class TcpNode implements Node {
             this.server = socket;
             this.localAddress = (InetSocketAddress) socket.getLocalAddress();
             CompletableFuture<Void> registered = new CompletableFuture<>();
-            execute(() -> {
+            controlLoop.execute(() -> {
                 try {
-                    socket.register(selector, SelectionKey.OP_ACCEPT);
+                    socket.register(controlLoop.selector(), SelectionKey.OP_ACCEPT);
                     registered.complete(null);
                 } catch (IOException e) {
                     registered.completeExceptionally(e);
@@ -183,7 +182,13 @@ public final class TcpNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
+        return connect(peer, queueDepth, Lane.BULK, handler);
+    }
+
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler) {
         NodeArguments.checkConnect(peer, queueDepth, handler);
+        Objects.requireNonNull(lane, "lane");
         CompletableFuture<Channel> connected = new CompletableFuture<>();
         if (closed) {
             connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));
@@ -193,7 +198,8 @@ public final class TcpNode implements Node {
             connected.completeExceptionally(new TransportException(Status.RETRY_EXCEEDED, "cannot resolve " + peer));
             return connected;
         }
-        execute(() -> {
+        TcpLoop loop = loop(lane);
+        loop.execute(() -> {
             if (closed) {
                 connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));
                 return;
@@ -201,9 +207,9 @@ public final class TcpNode implements Node {
             try {
                 SocketChannel socket = SocketChannel.open();
                 configure(socket);
-                TcpChannel channel = new TcpChannel(this, socket, queueDepth, handler, connected);
-                channels.add(channel);
-                channel.startConnect(selector, peer);
+                TcpChannel channel = new TcpChannel(this, loop, lane, socket, queueDepth, handler, connected);
+                loop.added(channel);
+                channel.startConnect(peer);
             } catch (IOException | RuntimeException e) {
                 connected.completeExceptionally(new TransportException(Status.RETRY_EXCEEDED,
                         "cannot connect to " + peer + ": " + e, e));
@@ -217,133 +223,30 @@ public final class TcpNode implements Node {
         socket.setOption(StandardSocketOptions.TCP_NODELAY, true);
     }
 
-    /** Runs a task on the node's thread (at once if called from it). */
-    void execute(Runnable task) {
-        if (Thread.currentThread() == loop) {
-            task.run();
-            return;
-        }
-        tasks.add(task);
-        if (wakeupPending.compareAndSet(false, true)) {
-            selector.wakeup();
-        }
-        if (closed && !loop.isAlive()) {
-            runTasks(); // the thread is gone: settle the task here rather than lose it
-        }
-    }
-
-    private void runTasks() {
-        for (Runnable task; (task = tasks.poll()) != null; ) {
-            try {
-                task.run();
-            } catch (Throwable e) { // an Error too: one task's failure never stops the node's thread
-                LOG.error("{}: task failed", name, e);
-            }
-        }
-    }
-
-    /**
-     * Flushes the channel soon: at the end of the current loop turn when called on the node's
-     * thread (so the writes of many completions go out in one system call), else via a task.
-     */
-    void scheduleFlush(TcpChannel channel) {
-        if (inLoop()) {
-            toFlush.add(channel);
-        } else {
-            execute(channel::flush);
-        }
-    }
-
-    /** Bytes one channel may read or write per loop turn before the others get theirs. */
-    int turnBytes() {
-        return crowded ? CROWDED_TURN_BYTES : ALONE_TURN_BYTES;
-    }
-
-    boolean inLoop() {
-        return Thread.currentThread() == loop;
-    }
-
-    void removed(TcpChannel channel) {
-        channels.remove(channel);
-    }
-
     String name() {
         return name;
     }
 
-    private void runLoop() {
-        try {
-            while (!closed) {
-                selector.select(tickMillis);
-                wakeupPending.set(false);
-                runTasks();
-                // Several channels with work this turn: each takes a small share, so a control message
-                // never waits behind megabytes of another channel. One alone may move more per call.
-                crowded = selector.selectedKeys().size() > 1 || !toFlush.isEmpty() || channels.size() > 1;
-                Iterator<SelectionKey> keys = selector.selectedKeys().iterator();
-                while (keys.hasNext()) {
-                    SelectionKey key = keys.next();
-                    keys.remove();
-                    handle(key);
-                }
-                for (TcpChannel channel; (channel = toFlush.poll()) != null; ) {
-                    guarded(channel, channel::flush);
-                }
-                long now = System.nanoTime();
-                for (TcpChannel channel : channels) {
-                    channel.checkTimeout(now);
-                }
-            }
-        } catch (Throwable t) {
-            LOG.error("{}: transport thread failed; closing the node", name, t);
-            closed = true;
-            terminated.completeExceptionally(t);
-        } finally {
-            shutdown();
-        }
-    }
-
-    private void handle(SelectionKey key) {
-        if (!key.isValid()) {
-            return;
-        }
-        if (key.attachment() == null) {
-            if (key.isAcceptable()) {
-                acceptAll();
-            }
-            return;
-        }
-        TcpChannel channel = (TcpChannel) key.attachment();
-        guarded(channel, () -> {
-            if (key.isConnectable()) {
-                channel.onConnectable();
-                return;
-            }
-            if (key.isWritable()) {
-                channel.flush();
-            }
-            if (key.isValid() && key.isReadable()) {
-                channel.onReadable();
-            }
-        });
-    }
-
     /**
-     * Runs channel work on the node thread: a failure costs that channel, never the node. An Error
-     * too (a handler's OutOfMemoryError or StackOverflowError): the thread itself is fine.
+     * A loop thread died: the node is closed and says why ({@link #terminated()}), as after a
+     * close, so a service watching it does not claim to run.
      */
-    private void guarded(TcpChannel channel, Runnable work) {
-        try {
-            work.run();
-        } catch (CancelledKeyException e) {
-            // the channel was closed from another thread meanwhile: nothing left to do
-        } catch (Throwable e) {
-            LOG.error("{}: unexpected failure on {}; closing that channel", name, channel, e);
-            channel.terminate(new TransportException(Status.FLUSHED, "internal error: " + e, e), 0, Status.FLUSHED);
+    void loopFailed(Throwable cause) {
+        closed = true;
+        terminated.completeExceptionally(cause);
+        controlLoop.stop();
+        bulkLoop.stop();
+        closeServer();
+    }
+
+    private synchronized void closeServer() {
+        if (server != null) {
+            closeQuietly(server);
         }
     }
 
-    private void acceptAll() {
+    /** Accepts what is waiting, on {@code loop} (the control loop): HELLOs move channels to their lanes. */
+    void acceptAll(TcpLoop loop) {
         for (int i = 0; i < 64; i++) {
             SocketChannel socket;
             try {
@@ -357,9 +260,9 @@ public final class TcpNode implements Node {
                 return;
             }
             try {
-                TcpChannel channel = new TcpChannel(this, socket, options.acceptQueueDepth(), null, null);
-                channels.add(channel);
-                channel.startAccepted(selector);
+                TcpChannel channel = new TcpChannel(this, loop, Lane.CONTROL, socket, options.acceptQueueDepth(), null, null);
+                loop.added(channel);
+                channel.startAccepted();
             } catch (IOException e) {
                 LOG.warn("{}: cannot set up the channel from {}: {}", name, socket, e.toString());
                 closeQuietly(socket);
@@ -372,33 +275,15 @@ public final class TcpNode implements Node {
         return acceptor;
     }
 
-    private void shutdown() {
-        TransportException closing = new TransportException(Status.FLUSHED, name + " closed");
-        for (TcpChannel channel : new ArrayList<>(channels)) {
-            channel.terminate(closing, 0, Status.FLUSHED);
-        }
-        runTasks();
-        if (server != null) {
-            closeQuietly(server);
-        }
-        closeQuietly(selector);
-    }
-
     @Override
     public void close() {
         if (closed) {
             return;
         }
         closed = true;
-        selector.wakeup();
-        if (!inLoop()) {
-            try {
-                loop.join(TimeUnit.SECONDS.toMillis(10));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            runTasks();
-        }
+        controlLoop.stop();
+        bulkLoop.stop();
+        closeServer();
         // After the channels are down, so peers see the connection end rather than refused READs.
         for (TcpRegion region : regions.values()) {
             region.deregister();

@@ -62,9 +62,9 @@ final class TcpRegion extends AbstractMemoryRegion {
     @Override
     protected void revoke() {
         node.forget(this);
-        // A write from this memory may be in a system call on the node's thread right now: it is
+        // A write from this memory may be in a system call on a loop thread of the node right now: it is
         // short and never blocks (non-blocking socket), so wait for it rather than let it send
-        // bytes the caller is about to overwrite. The node's thread itself never holds a pin here.
+        // bytes the caller is about to overwrite. A loop thread itself never holds a pin here.
         for (int spins = 0; writers.get() != 0; spins++) {
             if (spins < 1000) {
                 Thread.onSpinWait();

@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.provider.tcp;
 
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.Status;
 
 /**
@@ -8,11 +9,13 @@ import io.rdmaplane.rdma.provider.Status;
  * {@code c} payload bytes. Fixed headers keep the parser a two-state machine and let a
  * READ payload be read from the socket straight into the caller's registered buffer.
  * <pre>
- * HELLO      id=0            a=MAGIC&lt;&lt;32|VERSION  b=max message size  c=queue depth
+ * HELLO      id=lane         a=MAGIC&lt;&lt;32|VERSION  b=max message size  c=queue depth
  * READ_REQ   id=request id   a=remote address     b=rkey               c=length
  * READ_RESP  id=request id   a=0                  b=status code        c=payload length (0 on error)
  * SEND       id=0            a=0                  b=0                  c=payload length
  * </pre>
+ * A connector's HELLO names its channel's lane (0 bulk, 1 control): the acceptor serves the
+ * channel on that lane's thread.
  */
 final class Wire {
     static final int HEADER_BYTES = 25;
@@ -24,6 +27,15 @@ final class Wire {
     static final int VERSION = 1;
 
     private Wire() {
+    }
+
+    static long code(Lane lane) {
+        return lane == Lane.CONTROL ? 1 : 0;
+    }
+
+    /** The lane a HELLO's code stands for, or null for a code the protocol does not define. */
+    static Lane lane(long code) {
+        return code == 0 ? Lane.BULK : code == 1 ? Lane.CONTROL : null;
     }
 
     /** Explicit wire codes, so reordering the enum never changes the protocol. */

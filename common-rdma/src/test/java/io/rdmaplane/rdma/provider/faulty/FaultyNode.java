@@ -2,8 +2,11 @@ package io.rdmaplane.rdma.provider.faulty;
 
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
+import io.rdmaplane.rdma.provider.ConnectRequest;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -169,14 +172,22 @@ public final class FaultyNode implements Node {
     @Override
     public void listen(ChannelAcceptor acceptor) throws TransportException {
         Objects.requireNonNull(acceptor, "acceptor");
-        inner.listen(channel -> {
-            FaultyChannel faulty = new FaultyChannel(this, channel);
-            ChannelHandler handler = acceptor.accept(faulty);
-            if (handler == null) {
-                forget(faulty); // rejected: the wrapped node closes it
-                return null;
+        inner.listen(new ChannelAcceptor() {
+            @Override
+            public ChannelHandler accept(Channel channel) {
+                FaultyChannel faulty = new FaultyChannel(FaultyNode.this, channel);
+                ChannelHandler handler = acceptor.accept(faulty);
+                if (handler == null) {
+                    forget(faulty); // rejected: the wrapped node closes it
+                    return null;
+                }
+                return faulty.acceptedWith(handler);
             }
-            return faulty.acceptedWith(handler);
+
+            @Override
+            public Admission admit(java.net.SocketAddress from, ByteBuffer connectData) {
+                return acceptor.admit(from, connectData);
+            }
         });
     }
 
@@ -187,9 +198,21 @@ public final class FaultyNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
+        return connect(peer, queueDepth, Lane.BULK, handler);
+    }
+
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane,
+                                              ChannelHandler handler) {
+        return connect(peer, queueDepth, lane, handler, ConnectRequest.OPEN);
+    }
+
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler,
+                                              ConnectRequest request) {
         Objects.requireNonNull(handler, "handler");
         FaultyChannel faulty = new FaultyChannel(this, handler);
-        return inner.connect(peer, queueDepth, faulty.fromInner()).thenApply(faulty::connected);
+        return inner.connect(peer, queueDepth, lane, faulty.fromInner(), request).thenApply(faulty::connected);
     }
 
     @Override

@@ -5,6 +5,8 @@ import com.ibm.disni.verbs.RdmaCm;
 import com.ibm.disni.verbs.RdmaCmEvent;
 import com.ibm.disni.verbs.RdmaCmId;
 import com.ibm.disni.verbs.RdmaEventChannel;
+import io.rdmaplane.rdma.provider.Admission;
+import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.io.IOException;
@@ -261,10 +263,15 @@ final class CmEventLoop {
                             throw new IOException("the route to " + channel.remoteAddress() + " has no RDMA device");
                         }
                         channel.setUp(ctx);
-                        id.connect(VerbsChannel.connParam());
+                        NativeCm.connect(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, channel.connectRequest);
                     }
                 }
-                case RDMA_CM_EVENT_ESTABLISHED -> channel.onEstablished();
+                case RDMA_CM_EVENT_ESTABLISHED -> {
+                    if (!channel.isAccepted() && !channel.connectRequest.remoteReadable()) {
+                        NativeCm.denyRemoteAccess(id); // before anything is sent: fails the connect if it cannot
+                    }
+                    channel.onEstablished();
+                }
                 case RDMA_CM_EVENT_ADDR_ERROR, RDMA_CM_EVENT_ROUTE_ERROR, RDMA_CM_EVENT_UNREACHABLE,
                         RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_CONNECT_ERROR -> channel.terminate(
                         new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + channel.remoteAddress() + ": "
@@ -280,12 +287,36 @@ final class CmEventLoop {
         }
     }
 
+    /**
+     * A connect request: the acceptor reads what it carried and decides, before anything exists
+     * for it, whether to take it (a refused request's id is destroyed: no QP, the peer sees
+     * REJECTED) and whether the QP may serve the peer's READs.
+     */
     private void onConnectRequest(RdmaCmId id) {
         if (id == null) {
             return;
         }
-        if (node.isClosed() || node.acceptor() == null) {
+        ChannelAcceptor acceptor = node.acceptor();
+        if (node.isClosed() || acceptor == null) {
             destroyId(id); // an id destroyed before rdma_accept rejects the request
+            return;
+        }
+        java.net.SocketAddress from = null;
+        try {
+            from = id.getDestination();
+        } catch (IOException | RuntimeException e) {
+            LOG.trace("rdma_get_peer_addr failed", e);
+        }
+        Admission admission;
+        try {
+            admission = acceptor.admit(from, NativeCm.connectData(id));
+        } catch (IOException | RuntimeException e) {
+            LOG.warn("{}: refusing a connection from {}: its connect request could not be checked: {}", node.name(), from,
+                    e.toString());
+            admission = Admission.REFUSE;
+        }
+        if (admission == null || admission == Admission.REFUSE) {
+            destroyId(id);
             return;
         }
         VerbsChannel channel = new VerbsChannel(node, VerbsNode.nextChannelId(), node.options.acceptQueueDepth(), null, null,
@@ -300,17 +331,17 @@ final class CmEventLoop {
         node.addChannel(channel);
         byId.put(id, channel);
         try {
-            try {
-                channel.setRemote(id.getDestination());
-            } catch (IOException | RuntimeException e) {
-                LOG.trace("rdma_get_peer_addr failed", e);
-            }
+            channel.setRemote(from);
             IbvContext ctx = Verbs.contextOf(id);
             if (ctx == null) {
                 throw new IOException("the connection request came without an RDMA device");
             }
             channel.setUp(ctx);
-            id.accept(VerbsChannel.connParam());
+            boolean readable = admission == Admission.ACCEPT;
+            NativeCm.accept(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, readable);
+            if (!readable) {
+                NativeCm.denyRemoteAccess(id); // no responder resources already; this refuses a READ sent regardless
+            }
         } catch (IOException | RuntimeException e) {
             LOG.warn("{}: cannot accept a connection from {}: {}", node.name(), channel.remoteAddress(), e.toString());
             channel.terminate(new TransportException(Status.FLUSHED, "accept failed: " + e, e), null, Status.FLUSHED);

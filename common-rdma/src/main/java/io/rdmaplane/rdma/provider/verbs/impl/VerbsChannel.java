@@ -8,13 +8,13 @@ import com.ibm.disni.verbs.IbvRecvWR;
 import com.ibm.disni.verbs.IbvSendWR;
 import com.ibm.disni.verbs.IbvSge;
 import com.ibm.disni.verbs.RdmaCmId;
-import com.ibm.disni.verbs.RdmaConnParam;
 import com.ibm.disni.verbs.SVCPostRecv;
 import com.ibm.disni.verbs.SVCPostSend;
 import io.rdmaplane.rdma.provider.AbstractChannel;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.ConnectRequest;
 import io.rdmaplane.rdma.provider.LocalAccess;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Status;
@@ -131,6 +131,9 @@ final class VerbsChannel extends AbstractChannel {
     // ---- read by any thread
     private volatile int outstanding;
 
+    /** What this end's connect carries (connecting end only; set before the CM thread connects). */
+    volatile ConnectRequest connectRequest = ConnectRequest.OPEN;
+
     // ---- CM thread only
     boolean established;
     boolean disconnectSeen;
@@ -230,16 +233,13 @@ final class VerbsChannel extends AbstractChannel {
     }
 
     /**
-     * RDMA-CM parameters: 7 transport retries (the operation timeout decides earlier) and 7 RNR
-     * retries (infinite; credits keep RNR from happening). DiSNI passes no READ depths: the
-     * project's native library offers the device's, up to 16 outstanding READs each way.
+     * RDMA-CM retry counts: 7 transport retries (the operation timeout decides earlier) and 7 RNR
+     * retries (infinite; credits keep RNR from happening). The project's native library offers
+     * the device's READ depths, up to 16 outstanding READs each way (none to a peer that may not
+     * READ this end: see {@link NativeCm}).
      */
-    static RdmaConnParam connParam() throws IOException {
-        RdmaConnParam param = new RdmaConnParam();
-        param.setRetry_count((byte) 7);
-        param.setRnr_retry_count((byte) 7);
-        return param;
-    }
+    static final int RETRY_COUNT = 7;
+    static final int RNR_RETRY_COUNT = 7;
 
     private long wrId(int index, boolean receive) {
         return ((long) id << 32) | (receive ? RECV_FLAG : 0) | index;
@@ -839,6 +839,11 @@ final class VerbsChannel extends AbstractChannel {
         for (SendPool.Slot slot : release) {
             node.sendPool().release(slot);
         }
+    }
+
+    /** Whether a peer opened this channel to this node (CM thread). */
+    boolean isAccepted() {
+        return accepted();
     }
 
     synchronized boolean hasQp() {

@@ -12,6 +12,8 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.ConnectRequest;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeArguments;
@@ -60,6 +62,7 @@ public final class VerbsNode implements Node {
     private static final Logger LOG = LoggerFactory.getLogger(VerbsNode.class);
     private static final AtomicInteger NODE_IDS = new AtomicInteger();
     private static final AtomicInteger CHANNEL_IDS = new AtomicInteger();
+    private static final AtomicBoolean KEYS_LOGGED = new AtomicBoolean();
 
     final NodeOptions options;
     private final String name;
@@ -247,6 +250,10 @@ public final class VerbsNode implements Node {
         try {
             localAddress = cm.call(() -> cm.listen(options.bindAddress()));
             LOG.debug("{} listening on {}", name, localAddress);
+            if (KEYS_LOGGED.compareAndSet(false, true)) {
+                LOG.info("verbs: peers READ by the rkeys of per-region memory regions, not bound to a peer (memory windows"
+                        + " bound to the peer's QP are not used); a connect is admitted or refused before its QP exists");
+            }
         } catch (Exception e) {
             this.acceptor = null;
             throw new TransportException(Status.UNAVAILABLE, "cannot listen on " + options.bindAddress() + ": "
@@ -261,7 +268,18 @@ public final class VerbsNode implements Node {
 
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
+        return connect(peer, queueDepth, Lane.BULK, handler, ConnectRequest.OPEN);
+    }
+
+    /**
+     * The request's data goes in the RDMA-CM connect's private data; without remote read the peer
+     * READs nothing here. Every lane is alike here (one CQ, one completion thread).
+     */
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler,
+                                              ConnectRequest request) {
         NodeArguments.checkConnect(peer, queueDepth, handler);
+        Objects.requireNonNull(request, "request");
         CompletableFuture<Channel> connected = new CompletableFuture<>();
         if (closed.get()) {
             connected.completeExceptionally(new TransportException(Status.FLUSHED, name + " is closed"));
@@ -279,6 +297,7 @@ public final class VerbsNode implements Node {
                     + " (verbs.cqEntries)"));
             return connected;
         }
+        channel.connectRequest = request;
         addChannel(channel);
         cm.execute(() -> cm.connect(channel, peer));
         return connected;

@@ -1,0 +1,145 @@
+package io.rdmaplane.rdma.policy;
+
+import io.rdmaplane.rdma.codec.MalformedMessageException;
+import io.rdmaplane.rdma.codec.MessageReader;
+import io.rdmaplane.rdma.codec.MessageWriter;
+import java.nio.ByteBuffer;
+import java.util.Arrays;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * What a policy client's connect request carries where the transport reads it before any channel
+ * exists (verbs: RDMA-CM private data; the server rejects a request without a valid one, so no
+ * QP is created for it). One message, no round trip: it proves knowledge of the secret over a
+ * fresh nonce and the sender's clock, and says the traffic class, so that a control channel's QP
+ * serves no READ.
+ * <pre>
+ * version:u8 class:u8 timeMillis:i64 nonce:16B mac:16B     (42 bytes; RoCE pads to 56 with zeros)
+ * mac = HMAC-SHA256(secret, "connect" | version | class | timeMillis | nonce), first 16 bytes
+ * </pre>
+ * Without a secret the mac is zeros and nothing is checked but the layout (the data plane is open,
+ * which the server logs once). With one, the server takes a proof only within {@link #CLOCK_SKEW}
+ * of its own clock (Kerberos's default skew) and only once: the nonces of that window are
+ * remembered ({@link Verifier}), so a connect request seen on the wire cannot be replayed.
+ *
+ * <p>tcp channels do not carry it: each authenticates in the policy handshake (challenge-response)
+ * before its first READ is served, and every READ is checked against the peer's grants.
+ */
+final class ConnectProof {
+    static final int VERSION = 1;
+    static final int BYTES = 2 + Long.BYTES + Auth.NONCE_BYTES + Auth.CONNECT_MAC_BYTES;
+    /** How far the client's clock may be from the server's. */
+    static final long CLOCK_SKEW = java.util.concurrent.TimeUnit.MINUTES.toMillis(5);
+
+    private ConnectProof() {
+    }
+
+    /** The proof for a connect of {@code trafficClass} now (no mac without a secret). */
+    static byte[] create(byte[] secret, TrafficClass trafficClass) {
+        return create(secret, trafficClass, System.currentTimeMillis(), Auth.nonce());
+    }
+
+    static byte[] create(byte[] secret, TrafficClass trafficClass, long timeMillis, byte[] nonce) {
+        ByteBuffer fields = fields(VERSION, trafficClass, timeMillis, nonce);
+        byte[] mac = secret == null ? new byte[Auth.CONNECT_MAC_BYTES] : Auth.connectProof(secret, bytes(fields));
+        ByteBuffer proof = MessageWriter.body().rest(fields).fixed(mac).finish();
+        return bytes(proof);
+    }
+
+    private static ByteBuffer fields(int version, TrafficClass trafficClass, long timeMillis, byte[] nonce) {
+        return MessageWriter.body().u8(version).id(Handshake.TRAFFIC_CLASSES, trafficClass).i64(timeMillis).fixed(nonce).finish();
+    }
+
+    private static byte[] bytes(ByteBuffer buffer) {
+        byte[] out = new byte[buffer.remaining()];
+        buffer.duplicate().get(out);
+        return out;
+    }
+
+    /** A server's check of connect proofs: the secret, and the nonces already taken within the skew window. */
+    static final class Verifier {
+        private final byte[] secret;
+        private final int remembered;
+        /** nonce (as a string key) to when it was taken (this host's clock), oldest first; guarded by this. */
+        private final LinkedHashMap<String, Long> seen = new LinkedHashMap<>();
+
+        /** @param remembered nonces kept at most; a valid proof beyond them is refused, never one forgotten and replayed */
+        Verifier(byte[] secret, int remembered) {
+            this.secret = secret;
+            this.remembered = remembered;
+        }
+
+        /** The traffic class a connect asks for, or a {@link Refusal} saying why it is refused. */
+        TrafficClass check(ByteBuffer data, long nowMillis) throws Refusal {
+            ByteBuffer proof = data.duplicate();
+            int version;
+            TrafficClass trafficClass;
+            long time;
+            byte[] nonce;
+            byte[] mac;
+            try {
+                if (allZero(proof)) { // RoCE pads a connect request's private data with zeros
+                    throw new Refusal("the connect request carries no proof (not a policy client of this version)");
+                }
+                MessageReader<Void> r = MessageReader.body("connect proof", proof);
+                version = r.u8("version");
+                if (version != VERSION) {
+                    throw new Refusal("a connect proof of version " + version + ", this build speaks " + VERSION);
+                }
+                trafficClass = r.id("class", Handshake.TRAFFIC_CLASSES);
+                time = r.i64("timeMillis");
+                nonce = r.fixed("nonce", Auth.NONCE_BYTES);
+                mac = r.fixed("mac", Auth.CONNECT_MAC_BYTES);
+            } catch (MalformedMessageException e) {
+                throw new Refusal("a malformed connect proof: " + e.getMessage());
+            }
+            if (secret == null) {
+                return trafficClass;
+            }
+            byte[] expected = Auth.connectProof(secret, bytes(fields(version, trafficClass, time, nonce)));
+            if (!Auth.matches(expected, mac)) {
+                throw new Refusal("authentication failed: the connect proof does not match the secret");
+            }
+            if (Math.abs(nowMillis - time) > CLOCK_SKEW) {
+                throw new Refusal("the connect proof is " + (nowMillis - time) / 1000 + " s off this host's clock (at most "
+                        + CLOCK_SKEW / 1000 + " s either way: are both clocks right?)");
+            }
+            String key = Arrays.toString(nonce);
+            synchronized (this) {
+                for (Iterator<Map.Entry<String, Long>> it = seen.entrySet().iterator(); it.hasNext(); ) {
+                    if (nowMillis - it.next().getValue() <= 2 * CLOCK_SKEW) {
+                        break; // oldest first, near enough: the rest are younger
+                    }
+                    it.remove();
+                }
+                if (seen.containsKey(key)) {
+                    throw new Refusal("authentication failed: a replayed connect proof");
+                }
+                if (seen.size() >= remembered) {
+                    throw new Refusal("too many connects within " + 2 * CLOCK_SKEW / 1000 + " s (" + remembered
+                            + " remembered against replay)");
+                }
+                seen.put(key, nowMillis); // its proof is valid until time + skew <= now + 2 skew
+            }
+            return trafficClass;
+        }
+    }
+
+    private static boolean allZero(ByteBuffer data) {
+        for (int i = data.position(); i < data.limit(); i++) {
+            if (data.get(i) != 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Why a connect request is refused. */
+    static final class Refusal extends Exception {
+        Refusal(String reason) {
+            super(reason, null, false, false);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+package io.rdmaplane.rdma.provider.verbs.impl;
+
+import com.ibm.disni.verbs.RdmaCmId;
+import com.ibm.disni.verbs.impl.NatObject;
+import io.rdmaplane.rdma.provider.ConnectRequest;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+
+/**
+ * RDMA-CM calls that DiSNI's native interface cannot express, in the project's own JNI library
+ * (src/main/native/cm.c): a connect or accept that offers the peer no responder resources (the
+ * QP then serves no READ), and the private data of a connection request, read before anything
+ * is created for it. Defined by the same class loader as DiSNI's classes, which loads the library.
+ */
+final class NativeCm {
+    /** Room for a connection request's private data (RoCE/InfiniBand carry 56 bytes after RDMA-CM's header). */
+    private static final int DATA_ROOM = 224;
+
+    private NativeCm() {
+    }
+
+    /** rdma_connect with {@code request}'s private data; without remote read the peer may READ nothing here. */
+    static void connect(RdmaCmId id, int retryCount, int rnrRetryCount, ConnectRequest request) throws IOException {
+        byte[] data = request.data();
+        ByteBuffer direct = null;
+        if (data.length > 0) {
+            direct = ByteBuffer.allocateDirect(data.length).put(data).flip();
+        }
+        connect(handle(id), retryCount, rnrRetryCount, direct, data.length, request.remoteReadable());
+    }
+
+    /** rdma_accept; without {@code remoteReadable} the QP serves no READ of the peer. */
+    static void accept(RdmaCmId id, int retryCount, int rnrRetryCount, boolean remoteReadable) throws IOException {
+        accept(handle(id), retryCount, rnrRetryCount, remoteReadable);
+    }
+
+    /**
+     * Takes remote access away from the id's connected QP: a READ that reaches it anyway is refused.
+     * The end that may not be READ calls it once connected, since the responder resources it
+     * offered are the peer's to honour.
+     */
+    static void denyRemoteAccess(RdmaCmId id) throws IOException {
+        denyRemoteAccess(handle(id));
+    }
+
+    /** The private data the connection request of {@code id} carried (RoCE pads it with zeros to 56 bytes). */
+    static ByteBuffer connectData(RdmaCmId id) throws IOException {
+        ByteBuffer out = ByteBuffer.allocateDirect(DATA_ROOM);
+        int length = connectData(handle(id), out);
+        if (length < 0) {
+            throw new IOException("reading the connect request's private data failed (errno " + -length + ")");
+        }
+        return out.limit(length).asReadOnlyBuffer();
+    }
+
+    private static long handle(RdmaCmId id) throws IOException {
+        if (id instanceof NatObject nat && nat.getObjId() != 0) {
+            return nat.getObjId();
+        }
+        throw new IOException("not a native RDMA-CM id: " + id);
+    }
+
+    private static native void connect(long id, int retryCount, int rnrRetryCount, ByteBuffer data, int length,
+                                        boolean remoteReadable) throws IOException;
+
+    private static native void accept(long id, int retryCount, int rnrRetryCount, boolean remoteReadable) throws IOException;
+
+    private static native int connectData(long id, ByteBuffer out);
+
+    private static native void denyRemoteAccess(long id) throws IOException;
+}

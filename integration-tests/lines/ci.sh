@@ -56,8 +56,8 @@ for line in "${lines[@]}"; do
     it="$root/integration-tests/$target"
     {
       echo "LINE=$line"
-      echo "SPARK_PLUGIN_JAR=$(ls "$root"/spark-shuffle-rdma/"$target"/spark-shuffle-rdma-*-plugin.jar 2>/dev/null | head -1)"
-      echo "HDFS_PLUGIN_JAR=$(ls "$root"/hdfs-transfer-rdma/"$target"/hdfs-transfer-rdma-*-plugin.jar 2>/dev/null | head -1)"
+      echo "SPARK_PLUGIN_JAR=$(ls "$root"/spark-shuffle-rdma/"$target"/spark-shuffle-rdma-spark*-plugin.jar 2>/dev/null | head -1)"
+      echo "HDFS_PLUGIN_JAR=$(ls "$root"/hdfs-transfer-rdma/"$target"/hdfs-transfer-rdma-hadoop*-plugin.jar 2>/dev/null | head -1)"
       echo "SPARK_CLASSPATH_FILE=$([ -f "$it/spark-classpath.txt" ] && echo "$it/spark-classpath.txt")"
       echo "TEST_CLASSPATH_FILE=$it/test-classpath.txt"
     } > "$it/line.env"

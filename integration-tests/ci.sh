@@ -17,6 +17,7 @@ step() {
     failed+=("$name")
   fi
 }
+step spark-lines bash "$here/lines/ci.sh"
 step fuzz bash "$here/fuzz.sh"
 step soft-roce-ring bash "$here/vm/ci.sh"
 if [ ${#failed[@]} -eq 0 ]; then

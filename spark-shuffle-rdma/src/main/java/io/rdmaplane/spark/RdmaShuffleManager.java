@@ -119,10 +119,11 @@ public final class RdmaShuffleManager implements ShuffleManager {
                 conf.remove(SparkRdmaConfig.REGISTRY.fullName(SparkRdmaConfig.REGISTRY_ADDRESS));
             }
             appFallback(reason);
-        } else if (!isDriver) {
-            // Spark builds an executor's manager once its environment is up, before tasks come: start the
+        } else if (!isDriver && SparkLine.CURRENT.managerCreatedAfterEnv()) {
+            // Spark 4 builds an executor's manager once its environment is up, before tasks come: start the
             // transport now, off the task path (probing devices and registering take a second or two);
-            // a task that comes sooner waits for it.
+            // a task that comes sooner waits for it. Spark 3.5 builds it inside the environment's
+            // construction (no SparkEnv yet): there the first task starts it.
             Thread starter = new Thread(this::runtime, "rdma-shuffle-start");
             starter.setDaemon(true);
             starter.start();
@@ -381,6 +382,9 @@ public final class RdmaShuffleManager implements ShuffleManager {
 
     /** The application's secret when {@code spark.authenticate} is on, else null. */
     private byte[] secret() {
+        if (isDriver && !SparkLine.CURRENT.managerCreatedAfterEnv()) {
+            return driverSecretBeforeEnv();
+        }
         SparkEnv env = SparkEnv.get();
         if (env != null) {
             return env.securityManager().isAuthenticationEnabled()
@@ -390,6 +394,25 @@ public final class RdmaShuffleManager implements ShuffleManager {
             throw new IllegalStateException("spark.authenticate is on but Spark's environment is not set up to give its secret");
         }
         return null;
+    }
+
+    /**
+     * Spark 3.5 creates the driver's manager (and so its registry) before its SecurityManager exists: the secret
+     * is the one the operator gave Spark in {@code spark.authenticate.secret} (which Spark's standalone mode
+     * requires anyway). The driver's own runtime (local mode) takes it too, so both ends agree; executors,
+     * started later, take their SparkEnv's, which in standalone mode is that same secret.
+     */
+    private byte[] driverSecretBeforeEnv() {
+        if (!conf.getBoolean("spark.authenticate", false)) {
+            return null;
+        }
+        String secret = conf.get("spark.authenticate.secret", null);
+        if (secret == null || secret.isEmpty()) {
+            throw new IllegalStateException("spark.authenticate is on, and on Spark 3.5 the RDMA shuffle's driver takes the"
+                    + " secret from spark.authenticate.secret (its SecurityManager does not exist yet), which is not set;"
+                    + " set spark.authenticate.secret");
+        }
+        return secret.getBytes(StandardCharsets.UTF_8);
     }
 
     private void registerSource() {
@@ -452,13 +475,14 @@ public final class RdmaShuffleManager implements ShuffleManager {
 
     /**
      * This executor's RDMA report, to be run inside a task (e.g.
-     * {@code sc.parallelize(..).map(i -> RdmaShuffleManager.executorReport())}): {@code executorId},
+     * {@code sc.parallelize(..).map(i -> RdmaShuffleManager.executorReport())}): {@code executorId}, {@code sparkLine},
      * {@code provider} (its name, {@code off: <reason>}, or {@code not started}) and every counter.
      */
     public static Map<String, String> executorReport() {
         SparkEnv env = SparkEnv.get();
         Map<String, String> report = new LinkedHashMap<>();
         report.put("executorId", env == null ? "unknown" : env.executorId());
+        report.put("sparkLine", LineName.VALUE);
         ShuffleManager manager = env == null ? null : env.shuffleManager();
         if (manager instanceof RdmaShuffleManager ours) {
             String provider = ours.providerName();

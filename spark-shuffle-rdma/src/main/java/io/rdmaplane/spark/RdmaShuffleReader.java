@@ -34,7 +34,6 @@ import scala.Tuple3;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
 import scala.collection.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Reads the combined records of one reduce task: Spark's {@code BlockStoreShuffleReader.read()}
@@ -93,7 +92,7 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
                 blockClient,
                 blockManager,
                 tracker,
-                CollectionConverters.asScala(blocksByAddress.iterator()),
+                SparkLine.CURRENT.asScala(blocksByAddress.iterator()),
                 (BlockId blockId, InputStream in) -> serializerManager.wrapStream(blockId, in),
                 // spark.reducer.maxSizeInFlight is read in MiB, as Spark's reader does
                 (Long) conf.get(config.REDUCER_MAX_SIZE_IN_FLIGHT()) * 1024 * 1024,
@@ -124,16 +123,14 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
                     // the values are combiners already: merge them, never create one
                     Aggregator<K, Object, C> agg = aggregator.get();
                     Function1<C, C> identity = (Function1<C, C> & Serializable) c -> c;
-                    sorter = new ExternalSorter<K, C, C>(context,
+                    sorter = SparkLine.CURRENT.sorter(context,
                             Option.apply(new Aggregator<K, C, C>(identity, agg.mergeCombiners(), agg.mergeCombiners())),
-                            Option.empty(), dep.keyOrdering(), dep.serializer());
+                            dep.keyOrdering(), dep.serializer());
                 } else {
-                    sorter = new ExternalSorter<K, Object, C>(context, aggregator, Option.empty(), dep.keyOrdering(),
-                            dep.serializer());
+                    sorter = SparkLine.CURRENT.sorter(context, aggregator, dep.keyOrdering(), dep.serializer());
                 }
             } else {
-                sorter = new ExternalSorter<K, C, C>(context, Option.empty(), Option.empty(), dep.keyOrdering(),
-                        dep.serializer());
+                sorter = SparkLine.CURRENT.<K, C, C>sorter(context, Option.empty(), dep.keyOrdering(), dep.serializer());
             }
             result = sorter.insertAllAndUpdateMetrics((Iterator) interruptible);
         } else if (aggregator.isDefined()) {
@@ -160,7 +157,7 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
     private final class RecordIterator extends AbstractIterator<Product2<Object, Object>> {
         private final Iterator<Tuple2<BlockId, InputStream>> streams;
         private final SerializerInstance serializer;
-        private Iterator<Tuple2<Object, Object>> current = CollectionConverters.asScala(java.util.Collections.emptyIterator());
+        private Iterator<Tuple2<Object, Object>> current = SparkLine.CURRENT.asScala(java.util.Collections.emptyIterator());
         private boolean completed;
 
         RecordIterator(Iterator<Tuple2<BlockId, InputStream>> streams, SerializerInstance serializer) {

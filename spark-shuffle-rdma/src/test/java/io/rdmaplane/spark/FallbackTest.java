@@ -52,7 +52,9 @@ class FallbackTest {
 
     @Test
     void wireEncryptionOverEncryptedShuffleBytesKeepsRdmaOnAndSaysSo() {
+        // the secret in the conf too: Spark 3.5's driver manager exists before its SecurityManager and takes it from there
         SparkConf conf = SparkJobs.rdma(SparkJobs.localConf("cryptoIo")).set("spark.authenticate", "true")
+                .set("spark.authenticate.secret", "crypto-io-secret")
                 .set("spark.network.crypto.enabled", "true").set("spark.io.encryption.enabled", "true");
         Map<String, List<String>> expected = SparkJobs.baseline(); // its own context: before ours opens
         try (LogCapture log = new LogCapture(RdmaShuffleManager.class);

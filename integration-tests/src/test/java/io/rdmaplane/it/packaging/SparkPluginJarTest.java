@@ -34,11 +34,15 @@ class SparkPluginJarTest {
      * What is on this test's class path but not on Spark's: our own modules and what only they bring
      * (DiSNI, Arrow's unsafe allocation manager; Spark has the Netty one), this module's test-only
      * dependencies (JUnit, the HDFS minicluster) and its SLF4J provider (Spark ships log4j's).
-     * Everything else here is spark-sql 4.0.4's own dependency tree.
+     * ("/target/": every module's classes, also a line's target/lines/<line>/). Everything else here is the
+     * dependency tree of the build's spark-sql (4.0.4 by default, or a line's: integration-tests/lines/ci.sh).
      */
-    static final List<String> NOT_SPARK = List.of("/io/rdmaplane/", "/target/classes", "/target/test-classes",
+    static final List<String> NOT_SPARK = List.of("/io/rdmaplane/", "/target/",
             "/com/ibm/disni/", "/arrow-memory-unsafe/", "/org/junit/", "/org/opentest4j/", "/org/apiguardian/",
             "/hadoop-client-minicluster/", "/org/slf4j/slf4j-simple/", "/surefire", "/io/trino/");
+
+    /** The Spark line the jar was built for (spark-shuffle-rdma's LineName reads it). */
+    static final String LINE_NAME = "io/rdmaplane/spark/spark-line.properties";
 
     private static Path jar;
     private static List<Path> spark;
@@ -54,9 +58,27 @@ class SparkPluginJarTest {
                 .filter(entry -> entry.endsWith(".jar"))
                 .map(Path::of)
                 .collect(Collectors.toList());
-        for (String needed : List.of("spark-core_2.13", "spark-sql_2.13", "scala-library", "arrow-vector", "arrow-memory-netty",
+        String scala = System.getProperty("rdma.scala.binary.version", "2.13");
+        for (String needed : List.of("spark-core_" + scala, "spark-sql_" + scala, "scala-library", "arrow-vector", "arrow-memory-netty",
                 "metrics-core", "slf4j-api")) {
             assertTrue(spark.stream().anyMatch(p -> p.getFileName().toString().startsWith(needed)), needed + " on Spark's class path");
+        }
+        writeSparkClassPath();
+    }
+
+    /**
+     * The class path this test proves the jar needs nothing beyond, one entry a line, where surefire says
+     * (rdma.spark.classpath.out): a line's deployment scripts start that line's Spark from it.
+     */
+    private static void writeSparkClassPath() {
+        String out = System.getProperty("rdma.spark.classpath.out");
+        if (out == null) {
+            return;
+        }
+        try {
+            Files.write(Path.of(out), spark.stream().map(Path::toString).collect(Collectors.toList()));
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException("writing " + out, e);
         }
     }
 
@@ -68,15 +90,16 @@ class SparkPluginJarTest {
                         .collect(Collectors.toList()),
                 "classes outside " + OWN_PACKAGES);
         assertEquals(List.of(), names.stream()
-                        .filter(n -> !n.endsWith("/") && !n.endsWith(".class") && !n.startsWith("META-INF/") && !n.equals(PluginJarChecks.NATIVE_LIBRARY))
+                        .filter(n -> !n.endsWith("/") && !n.endsWith(".class") && !n.startsWith("META-INF/") && !n.equals(PluginJarChecks.NATIVE_LIBRARY)
+                                && !n.equals(LINE_NAME))
                         .collect(Collectors.toList()),
-                "nothing but classes, META-INF and the native library");
+                "nothing but classes, META-INF, the native library and the Spark line's name");
         for (String needed : List.of("io/rdmaplane/spark/RdmaShuffleManager.class",
                 "io/rdmaplane/spark/SparkRdmaConfig.class",
                 "io/rdmaplane/rdma/format/ArrowBlock.class",
                 "io/rdmaplane/rdma/provider/tcp/TcpProvider.class",
                 "io/rdmaplane/rdma/provider/verbs/DisniRuntime.class",
-                "com/ibm/disni/verbs/impl/NativeDispatcher.class")) {
+                "com/ibm/disni/verbs/impl/NativeDispatcher.class", LINE_NAME)) {
             assertTrue(names.contains(needed), needed + " in " + jar);
         }
         PluginJarChecks.assertProvidersListed(jar, names);
@@ -104,6 +127,8 @@ class SparkPluginJarTest {
             assertEquals("10000", facts.get("records"), facts.toString());
             assertEquals("[auto, verbs, tcp]", facts.get("providers"), "found through the jar's service file: " + facts);
             assertEquals("tcp", facts.get("report.provider"), facts.toString());
+            assertEquals(System.getProperty("rdma.spark.line", "spark4.0_2.13"), facts.get("report.sparkLine"),
+                    "the jar of the line this build is for: " + facts);
             assertEquals("0", facts.get("report.rdma.shuffle.fallback.app"), facts.toString());
             assertTrue(Long.parseLong(facts.get("report.rdma.shuffle.published.maps")) >= 4, facts.toString());
             // DisniRuntime found the bundled library in the jar; loading it may still fail where libibverbs is missing

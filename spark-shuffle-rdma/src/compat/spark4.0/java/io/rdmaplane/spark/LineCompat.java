@@ -1,0 +1,29 @@
+package io.rdmaplane.spark;
+
+import org.apache.spark.Aggregator;
+import org.apache.spark.TaskContext;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.util.collection.ExternalSorter;
+import scala.Option;
+import scala.collection.Iterator;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.math.Ordering;
+
+/** {@link SparkLine} for Spark 4.0 (Scala 2.13). */
+final class LineCompat implements SparkLine {
+    @Override
+    public boolean managerCreatedAfterEnv() {
+        return true;
+    }
+
+    @Override
+    public <T> Iterator<T> asScala(java.util.Iterator<T> it) {
+        return CollectionConverters.asScala(it);
+    }
+
+    @Override
+    public <K, V, C> ExternalSorter<K, V, C> sorter(TaskContext context, Option<Aggregator<K, V, C>> aggregator,
+                                                    Option<Ordering<K>> ordering, Serializer serializer) {
+        return new ExternalSorter<>(context, aggregator, Option.empty(), ordering, serializer);
+    }
+}

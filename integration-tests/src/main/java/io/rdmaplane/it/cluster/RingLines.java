@@ -91,13 +91,13 @@ public record RingLines(List<Path> sparkJars, String scalaVersion, Path sparkPlu
         if (set != null && !set.isBlank()) {
             return Path.of(set);
         }
-        // the default line's jar: <module>-<version>-plugin.jar, the version starting with a digit
+        // the default line's jar, <module>-<line>-<version>-plugin.jar: the only one in target/ (other lines build in target/lines/)
         try (Stream<Path> files = Files.list(dir)) {
-            List<Path> found = files.filter(p -> p.getFileName().toString().matches(Pattern.quote(prefix) + "\\d.*-plugin\\.jar")).toList();
+            List<Path> found = files.filter(p -> p.getFileName().toString().matches(Pattern.quote(prefix) + ".*-plugin\\.jar")).toList();
             if (found.size() == 1) {
                 return found.get(0);
             }
-            throw new IllegalArgumentException("ring: " + found.size() + " plug-in jars " + prefix + "<version>-plugin.jar in " + dir
+            throw new IllegalArgumentException("ring: " + found.size() + " plug-in jars " + prefix + "<line>-<version>-plugin.jar in " + dir
                     + "; name one with -D" + property + "=...");
         } catch (IOException e) {
             throw new IllegalArgumentException("ring: no " + dir + " (build it: mvn -B -DskipTests package), or set -D" + property, e);

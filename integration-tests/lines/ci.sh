@@ -10,12 +10,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 lines=("$@")
-# CI runs the lines that have passed here in full; the others are built by their profiles and wait to be added:
-# spark3.5_2.13 (unit tests pass, the rest not run to the end yet), spark4.1_2.13 (unit tests pass but for
-# JvmModuleFlagsTest: Spark 4.1's module options add -Dio.netty.allocator.type=pooled and
-# -Dio.netty.handler.ssl.defaultEndpointVerificationAlgorithm=NONE, not in rdma.jvm.module.flags), spark4.2_2.13
-# (not run to the end yet), hadoop3.3 (the HDFS module's FakeDataNode test does not compile against Hadoop 3.3.6 yet).
-[ ${#lines[@]} -gt 0 ] || lines=(spark3.5_2.12)
+# With no argument: every line but the default one (mvn -B verify tests that).
+[ ${#lines[@]} -gt 0 ] || lines=(spark3.5_2.12 spark3.5_2.13 spark4.1_2.13 spark4.2_2.13 hadoop3.3)
 # The shuffle manager's unit tests on each line, less LocalClusterRdmaTest (SparkLineCoreJobsTest runs the
 # same local-cluster proof over more jobs) and the verbs test (it needs the VM).
 spark_unit='io.rdmaplane.spark.**.*Test,!LocalClusterRdmaTest,!VerbsLocalClusterTest'

@@ -178,7 +178,7 @@ final class FakeDataNode implements BlockService.DataNodeView {
             return false;
         }
 
-        @Override
+        // no @Override: Replica.getVolume() exists from Hadoop 3.4 on, and this fake compiles on the 3.3 line too
         public FsVolumeSpi getVolume() {
             return null;
         }

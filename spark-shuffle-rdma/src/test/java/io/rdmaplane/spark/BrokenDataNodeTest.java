@@ -4,20 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.rdmaplane.rdma.provider.Access;
-import io.rdmaplane.rdma.provider.Channel;
-import io.rdmaplane.rdma.provider.ChannelAcceptor;
-import io.rdmaplane.rdma.provider.ChannelHandler;
-import io.rdmaplane.rdma.provider.MemoryRegion;
-import io.rdmaplane.rdma.provider.Node;
-import io.rdmaplane.rdma.provider.Status;
-import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.faulty.FaultyNode;
 import io.rdmaplane.spark.serve.MapOutputStore;
-import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.nio.file.Path;
-import java.util.Set;
-import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -35,28 +24,28 @@ class BrokenDataNodeTest {
     @Test
     void afterConsecutiveFailuresTheExecutorStopsPublishingAndSaysSoOnce() throws Exception {
         ShuffleMetrics metrics = new ShuffleMetrics();
-        try (Node tcp = ShuffleFixture.node(); BreakableNode node = new BreakableNode(tcp);
+        try (FaultyNode node = new FaultyNode(ShuffleFixture.node());
              MapOutputStore store = new MapOutputStore(node, 256L << 20, metrics, false, 3);
              LogCapture log = new LogCapture(MapOutputStore.class)) {
             assertTrue(store.publish(1, 0, ShuffleFixture.dataFile(dir, 1, 0, LENGTHS), LENGTHS), "a working node publishes");
-            node.broken = true;
+            node.failRegistrations(true);
             for (int map = 1; map <= 2; map++) {
                 assertFalse(store.publish(1, map, ShuffleFixture.dataFile(dir, 1, map, LENGTHS), LENGTHS));
             }
-            node.broken = false;
+            node.failRegistrations(false);
             assertTrue(store.publish(1, 3, ShuffleFixture.dataFile(dir, 1, 3, LENGTHS), LENGTHS),
                     "two failures are under the bound of 3, and a success starts the count again");
-            node.broken = true;
+            node.failRegistrations(true);
             for (int map = 4; map <= 9; map++) {
                 assertFalse(store.publish(1, map, ShuffleFixture.dataFile(dir, 1, map, LENGTHS), LENGTHS));
             }
             assertTrue(store.publishingStopped());
             assertEquals(5, metrics.count(ShuffleMetrics.NOT_PUBLISHED_FAILED), "2 + 3 failures were tried");
             assertEquals(3, metrics.count(ShuffleMetrics.NOT_PUBLISHED_STOPPED), "maps 7..9 were not offered to the broken node");
-            int registrationsTried = node.registrationsTried;
-            node.broken = false;
+            int registrationsTried = node.registrationsTried();
+            node.failRegistrations(false);
             assertFalse(store.publish(1, 10, ShuffleFixture.dataFile(dir, 1, 10, LENGTHS), LENGTHS), "stopped for good");
-            assertEquals(registrationsTried, node.registrationsTried, "a stopped store does not touch the node");
+            assertEquals(registrationsTried, node.registrationsTried(), "a stopped store does not touch the node");
             assertEquals(1, log.lines("WARN").stream().filter(l -> l.contains("stops publishing")).count(),
                     "said once: " + log.lines("WARN"));
             assertEquals(2, metrics.count(ShuffleMetrics.PUBLISHED_MAPS));
@@ -66,71 +55,16 @@ class BrokenDataNodeTest {
     @Test
     void zeroNeverStops() throws Exception {
         ShuffleMetrics metrics = new ShuffleMetrics();
-        try (Node tcp = ShuffleFixture.node(); BreakableNode node = new BreakableNode(tcp);
+        try (FaultyNode node = new FaultyNode(ShuffleFixture.node());
              MapOutputStore store = new MapOutputStore(node, 256L << 20, metrics, false, 0)) {
-            node.broken = true;
+            node.failRegistrations(true);
             for (int map = 0; map < 5; map++) {
                 assertFalse(store.publish(1, map, ShuffleFixture.dataFile(dir, 1, map, LENGTHS), LENGTHS));
             }
             assertFalse(store.publishingStopped());
             assertEquals(5, metrics.count(ShuffleMetrics.NOT_PUBLISHED_FAILED));
-            node.broken = false;
+            node.failRegistrations(false);
             assertTrue(store.publish(1, 5, ShuffleFixture.dataFile(dir, 1, 5, LENGTHS), LENGTHS));
-        }
-    }
-
-    /** A data node whose registrations fail while {@link #broken}, as a node whose device went away. */
-    private static final class BreakableNode implements Node {
-        private final Node delegate;
-        volatile boolean broken;
-        volatile int registrationsTried;
-
-        BreakableNode(Node delegate) {
-            this.delegate = delegate;
-        }
-
-        @Override
-        public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
-            registrationsTried++;
-            if (broken) {
-                throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "the device is gone (test)");
-            }
-            return delegate.register(buffer, access);
-        }
-
-        @Override
-        public void listen(ChannelAcceptor acceptor) throws TransportException {
-            delegate.listen(acceptor);
-        }
-
-        @Override
-        public InetSocketAddress localAddress() {
-            return delegate.localAddress();
-        }
-
-        @Override
-        public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, ChannelHandler handler) {
-            return delegate.connect(peer, queueDepth, handler);
-        }
-
-        @Override
-        public long registrationCount() {
-            return delegate.registrationCount();
-        }
-
-        @Override
-        public String providerName() {
-            return "breakable";
-        }
-
-        @Override
-        public CompletableFuture<Void> terminated() {
-            return delegate.terminated();
-        }
-
-        @Override
-        public void close() {
-            // the tcp node is closed by its own try-with-resources
         }
     }
 }

@@ -9,6 +9,7 @@ import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
@@ -47,6 +48,8 @@ public final class FaultyNode implements Node {
     private final AtomicInteger readsToCorrupt = new AtomicInteger();
     private final AtomicInteger sendsToCorrupt = new AtomicInteger();
     private final AtomicInteger requests = new AtomicInteger();
+    private final AtomicInteger registrationsTried = new AtomicInteger();
+    private volatile boolean registrationsFail;
     private volatile int closeAfterRequests;
     private volatile int dieAfterRequests;
     private final CompletableFuture<Void> terminated = new CompletableFuture<>();
@@ -99,6 +102,16 @@ public final class FaultyNode implements Node {
 
     boolean crawling() {
         return crawling && !closed;
+    }
+
+    /** While on, every registration fails as on a node whose device went away (LOCAL_PROTECTION_ERROR). */
+    public void failRegistrations(boolean fail) {
+        registrationsFail = fail;
+    }
+
+    /** Registrations asked of this node so far, failed ones included. */
+    public int registrationsTried() {
+        return registrationsTried.get();
     }
 
     /** Flips one bit in each of the next {@code reads} READ payloads that land on this node. */
@@ -182,6 +195,10 @@ public final class FaultyNode implements Node {
 
     @Override
     public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
+        registrationsTried.incrementAndGet();
+        if (registrationsFail) {
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "the device is gone (test)");
+        }
         return inner.register(buffer, access);
     }
 

@@ -316,6 +316,11 @@ public final class VerbsNode implements Node {
         return connect(peer, queueDepth, Lane.BULK, handler, ConnectRequest.OPEN);
     }
 
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler) {
+        return connect(peer, queueDepth, lane, handler, ConnectRequest.OPEN);
+    }
+
     /**
      * The request's data goes in the RDMA-CM connect's private data, after the lane
      * ({@link ConnectData}), so the peer puts its end in the same lane before its QP exists;

@@ -196,6 +196,9 @@ public final class PolicyServer implements AutoCloseable {
         node.listen(new ChannelAcceptor() {
             @Override
             public ChannelHandler accept(Channel channel) {
+                if (timer.isShutdown()) {
+                    return null; // closed: a client reconnecting meanwhile is turned away
+                }
                 return PolicyServer.this.admit(channel) ? new Session(channel) : null; // null: the transport closes it
             }
 

@@ -109,7 +109,7 @@ final class MappedPublisher implements MapOutputPublisher {
                         (int) lengths[r], framings[r].payloadCrc32c());
                 segments[r] = new RemoteBlock[] {remote};
                 blocks[r] = new Block(framings[r].header().asReadOnlyBuffer(), remote, framings[r].trailer().asReadOnlyBuffer(),
-                        mapping.slice(fileOffsets[r], (int) lengths[r]));
+                        mapping.slice(fileOffsets[r], (int) lengths[r]), payloadRegion);
             }
         }
         return new MapOutput(this, List.of(new Held(payloadRegion, mapping)), segments, blocks, bytes);

@@ -11,7 +11,7 @@
 #
 #   --no-build   reuse the tree as `mvn -B verify` built it (classes, plug-in jars, class path files)
 #   HDFS_VERBS_SIZE (default 5255533: 6 blocks of 1 MiB, the last one partial), HDFS_VERBS_PREADS (default 24)
-#   HDFS_VERBS_TIMEOUT (default 1500 s): the VM command's time limit.
+#   HDFS_VERBS_TIMEOUT (default 1800 s): the VM command's time limit.
 #
 # Checks: every byte read equals the bytes written (sequential, one positioned read across each block
 # boundary, random positioned reads); both DataNodes serve over verbs, nothing refused, RDMA reads
@@ -125,7 +125,7 @@ plugin() { # dir prefix: the default line's plug-in jar, the only one in dir
 rm -rf "$work/results"
 start=$(date +%s)
 set +e
-bash "$here/run.sh" --hosts 3 --timeout "${HDFS_VERBS_TIMEOUT:-1500}" --results "$work/results" "${run_opts[@]}" \
+bash "$here/run.sh" --hosts 3 --timeout "${HDFS_VERBS_TIMEOUT:-1800}" --results "$work/results" "${run_opts[@]}" \
   -- bash "$here/hdfs-verbs.sh" --in-vm "$work/plan.sh" 2>&1 | tee "$work/run.log"
 rc=${PIPESTATUS[0]}
 set -e

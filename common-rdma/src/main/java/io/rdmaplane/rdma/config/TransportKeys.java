@@ -33,8 +33,14 @@ public final class TransportKeys {
 
     // The verbs provider's own settings (VerbsOptions); the tcp provider ignores them.
     public static final ConfigKey<String> VERBS_COMPLETION = ConfigKey.choiceKey("verbs.completion", "event",
-            List.of("event", "poll"), "verbs: how each node's completion thread waits for completions: event sleeps on the"
-                    + " completion channel; poll busy-polls the completion queue, a core per node for lower latency.");
+            List.of("event", "poll"), "verbs: how each node's completion threads wait for completions: event sleeps on the"
+                    + " completion channel (after verbs.completion.spinMicros of polling); poll busy-polls the bulk lane's"
+                    + " completion queue, a core per node for lower latency (the control lane's always sleeps).");
+    public static final ConfigKey<Integer> VERBS_COMPLETION_SPIN_MICROS = ConfigKey.intKey("verbs.completion.spinMicros",
+            VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS, 0, VerbsOptions.MAX_COMPLETION_SPIN_MICROS,
+            "verbs, with completion=event: microseconds a completion thread keeps polling its completion queue after the"
+                    + " last completion before it sleeps on the completion channel (0 = at once); a READ answered within"
+                    + " them skips the wake-up of a completion event, at the price of that much CPU after each burst.");
     public static final ConfigKey<String> VERBS_NATIVE_TMPDIR = ConfigKey.stringKey("verbs.native.tmpdir", "",
             Pattern.compile("/[^\\x00]*"), "an absolute folder path",
             "verbs: where the bundled native library is extracted to be loaded (unset = java.io.tmpdir); set it where that"
@@ -47,7 +53,8 @@ public final class TransportKeys {
             "verbs: receive buffers (each maxMessageSize) a channel posts at most; never more than its queue depth.");
     public static final ConfigKey<Integer> VERBS_CQ_ENTRIES = ConfigKey.intKey("verbs.cqEntries", 16384,
             VerbsOptions.MIN_CQ_ENTRIES, VerbsOptions.MAX_CQ_ENTRIES,
-            "verbs: entries of each node's completion queue (halved down to 1024 while the device refuses); every channel"
+            "verbs: entries of each of a node's two completion queues, bulk and control (halved down to 1024 while the"
+                    + " device refuses); every channel"
                     + " takes its queue depth + 68 + its receive buffers, so this bounds the channels of a node.");
     public static final ConfigKey<Long> VERBS_READ_PIECE_SIZE = ConfigKey.byteSizeKey("verbs.readPieceSize", "256k", "128k",
             "8m", "verbs: longest work request of a READ; a longer READ is posted as several (Soft-RoCE re-sends a whole"
@@ -55,7 +62,7 @@ public final class TransportKeys {
 
     /** All of the above, in reference order. */
     public static final List<ConfigKey<?>> ALL = List.of(PROVIDER, PORT, MAX_MESSAGE_SIZE, OPERATION_TIMEOUT, QUEUE_DEPTH,
-            IDLE_TIMEOUT, POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, VERBS_COMPLETION, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
+            IDLE_TIMEOUT, POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, VERBS_COMPLETION, VERBS_COMPLETION_SPIN_MICROS, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
             VERBS_CQ_ENTRIES, VERBS_READ_PIECE_SIZE);
 
     private TransportKeys() {
@@ -82,7 +89,7 @@ public final class TransportKeys {
         // readPieceSize is capped at 8m by its bounds, so it always fits an int.
         return new VerbsOptions(conf.get(VERBS_CM_TICK), conf.get(VERBS_RECEIVE_BUFFERS), conf.get(VERBS_CQ_ENTRIES),
                 Math.toIntExact(conf.get(VERBS_READ_PIECE_SIZE)), conf.get(VERBS_COMPLETION).equals("poll"),
-                tmpdir.isEmpty() ? null : Path.of(tmpdir));
+                tmpdir.isEmpty() ? null : Path.of(tmpdir), conf.get(VERBS_COMPLETION_SPIN_MICROS));
     }
 
     /** Registered-memory pool settings from {@code conf}. */

@@ -13,8 +13,11 @@ import java.nio.ByteBuffer;
  *                       offers the peer no responder resources, so the QP serves no READ)
  */
 public record ConnectRequest(byte[] data, boolean remoteReadable) {
-    /** RDMA-CM's private data room in a connect request on a RoCE or InfiniBand port. */
-    public static final int MAX_DATA = 56;
+    /**
+     * RDMA-CM's private data room in a connect request on a RoCE or InfiniBand port (56 bytes),
+     * less the 2 the verbs provider puts first (the channel's lane).
+     */
+    public static final int MAX_DATA = 54;
     /** No data, and the peer may READ this end (the SPI's default: both ends of a channel may READ). */
     public static final ConnectRequest OPEN = new ConnectRequest(new byte[0], true);
 

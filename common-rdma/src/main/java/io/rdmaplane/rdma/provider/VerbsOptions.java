@@ -20,9 +20,12 @@ import java.util.Objects;
  *                            completion channel
  * @param nativeTmpdir        where the native library is extracted to be loaded, or null for {@code java.io.tmpdir};
  *                            the library loads once per JVM, so only the first probe's folder counts
+ * @param completionSpinMicros without busy-polling: how long a completion thread keeps polling its CQ after the
+ *                            last completion before it arms the completion channel and sleeps (0: at once). A
+ *                            request/answer loop then never pays the wake-up of a completion event
  */
 public record VerbsOptions(Duration cmTick, int receiveBuffers, int cqEntries, int readPieceBytes,
-                           boolean busyPollCompletions, Path nativeTmpdir) {
+                           boolean busyPollCompletions, Path nativeTmpdir, int completionSpinMicros) {
     public static final Duration MIN_CM_TICK = Duration.ofMillis(1);
     public static final Duration MAX_CM_TICK = Duration.ofSeconds(1);
     public static final int MIN_RECEIVE_BUFFERS = 8;
@@ -33,6 +36,9 @@ public record VerbsOptions(Duration cmTick, int receiveBuffers, int cqEntries, i
     public static final int MAX_READ_PIECES = 64;
     public static final int MIN_READ_PIECE_BYTES = Channel.MAX_READ_BYTES / MAX_READ_PIECES;
     public static final int MAX_READ_PIECE_BYTES = Channel.MAX_READ_BYTES;
+    /** Off: on a starved 2-vCPU Soft-RoCE guest the spin took CPU from rxe itself (see integration-tests/vm/bench-perftest.sh). */
+    public static final int DEFAULT_COMPLETION_SPIN_MICROS = 0;
+    public static final int MAX_COMPLETION_SPIN_MICROS = 100_000;
 
     public VerbsOptions {
         Objects.requireNonNull(cmTick, "cmTick");
@@ -42,18 +48,34 @@ public record VerbsOptions(Duration cmTick, int receiveBuffers, int cqEntries, i
         check("receiveBuffers", receiveBuffers, MIN_RECEIVE_BUFFERS, MAX_RECEIVE_BUFFERS);
         check("cqEntries", cqEntries, MIN_CQ_ENTRIES, MAX_CQ_ENTRIES);
         check("readPieceBytes", readPieceBytes, MIN_READ_PIECE_BYTES, MAX_READ_PIECE_BYTES);
+        check("completionSpinMicros", completionSpinMicros, 0, MAX_COMPLETION_SPIN_MICROS);
         if (nativeTmpdir != null && !nativeTmpdir.isAbsolute()) {
             throw new IllegalArgumentException("nativeTmpdir must be an absolute path, was " + nativeTmpdir);
         }
     }
 
-    /** 10 ms CM tick, 32 receive buffers, 16384 CQ entries, 256 KiB READ pieces, event-driven completions, java.io.tmpdir. */
+    /** With the default completion spin ({@value #DEFAULT_COMPLETION_SPIN_MICROS} µs). */
+    public VerbsOptions(Duration cmTick, int receiveBuffers, int cqEntries, int readPieceBytes, boolean busyPollCompletions,
+                        Path nativeTmpdir) {
+        this(cmTick, receiveBuffers, cqEntries, readPieceBytes, busyPollCompletions, nativeTmpdir,
+                DEFAULT_COMPLETION_SPIN_MICROS);
+    }
+
+    /**
+     * 10 ms CM tick, 32 receive buffers, 16384 CQ entries, 256 KiB READ pieces, event-driven completions without a
+     * spin, java.io.tmpdir.
+     */
     public static VerbsOptions defaults() {
         return new VerbsOptions(Duration.ofMillis(10), 32, 16384, 256 << 10, false, null);
     }
 
     public VerbsOptions withBusyPollCompletions(boolean busyPoll) {
-        return new VerbsOptions(cmTick, receiveBuffers, cqEntries, readPieceBytes, busyPoll, nativeTmpdir);
+        return new VerbsOptions(cmTick, receiveBuffers, cqEntries, readPieceBytes, busyPoll, nativeTmpdir,
+                completionSpinMicros);
+    }
+
+    public VerbsOptions withCompletionSpinMicros(int micros) {
+        return new VerbsOptions(cmTick, receiveBuffers, cqEntries, readPieceBytes, busyPollCompletions, nativeTmpdir, micros);
     }
 
     private static void check(String name, int value, int min, int max) {

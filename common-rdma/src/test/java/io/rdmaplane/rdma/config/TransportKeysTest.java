@@ -26,7 +26,7 @@ class TransportKeysTest {
     @Test
     void theSharedKeysInReferenceOrder() {
         assertEquals(List.of("provider", "port", "maxMessageSize", "operationTimeout", "queueDepth", "idleTimeout", "pool.capacity",
-                        "pool.acquireTimeout", "verbs.completion", "verbs.native.tmpdir", "verbs.cmTick", "verbs.receiveBuffers",
+                        "pool.acquireTimeout", "verbs.completion", "verbs.completion.spinMicros", "verbs.native.tmpdir", "verbs.cmTick", "verbs.receiveBuffers",
                         "verbs.cqEntries", "verbs.readPieceSize"),
                 TransportKeys.ALL.stream().map(ConfigKey::suffix).collect(Collectors.toList()));
     }
@@ -152,6 +152,22 @@ class TransportKeysTest {
         assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 7, 16384, 256 << 10, false, null));
         assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 32, 1023, 256 << 10, false, null));
         assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 32, 16384, 127 << 10, false, null));
+    }
+
+    @Test
+    void theCompletionSpinReachesTheNodeOptionsWithinItsBounds() {
+        assertEquals(0, TransportKeys.verbsOptions(conf(Map.of("spark.shuffle.rdma.verbs.completion.spinMicros", "0")))
+                .completionSpinMicros());
+        assertEquals(VerbsOptions.MAX_COMPLETION_SPIN_MICROS, TransportKeys.verbsOptions(conf(Map.of(
+                "spark.shuffle.rdma.verbs.completion.spinMicros", Integer.toString(VerbsOptions.MAX_COMPLETION_SPIN_MICROS))))
+                .completionSpinMicros());
+        for (String value : List.of("-1", Integer.toString(VerbsOptions.MAX_COMPLETION_SPIN_MICROS + 1))) {
+            ConfigException e = assertThrows(ConfigException.class, () -> TransportKeys.verbsOptions(conf(Map.of(
+                    "spark.shuffle.rdma.verbs.completion.spinMicros", value))));
+            assertTrue(e.getMessage().startsWith("spark.shuffle.rdma.verbs.completion.spinMicros = '" + value + "': expected "),
+                    e.getMessage());
+        }
+        assertThrows(IllegalArgumentException.class, () -> VerbsOptions.defaults().withCompletionSpinMicros(-1));
     }
 
     @Test

@@ -12,6 +12,7 @@ import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportProvider;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -58,8 +59,10 @@ public final class LoadShapeBenchmark {
     private static final int BURST = 64;
 
     public static void main(String[] args) throws Exception {
-        NodeOptions serverOptions = ProviderReadBenchmark.options(Args.get(args, "server", "127.0.0.1"), false);
-        NodeOptions clientOptions = ProviderReadBenchmark.options(Args.get(args, "client", "127.0.0.1"), false);
+        NodeOptions serverOptions = ProviderReadBenchmark.options(Args.get(args, "server", "127.0.0.1"), false,
+                VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS);
+        NodeOptions clientOptions = ProviderReadBenchmark.options(Args.get(args, "client", "127.0.0.1"), false,
+                VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS);
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), serverOptions);
         long pointNanos = (long) (Double.parseDouble(Args.get(args, "seconds", "0.25")) * 1e9);
         int rounds = Integer.parseInt(Args.get(args, "rounds", "2000"));

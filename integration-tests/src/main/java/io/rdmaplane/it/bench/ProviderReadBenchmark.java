@@ -13,8 +13,10 @@ import java.net.InetSocketAddress;
  * devices (the Soft-RoCE VM does: integration-tests/vm). One measurement per run.
  *
  * <p>Arguments: {@code mode=bw|lat provider=auto server=ADDR client=ADDR size=65536|64
- * outstanding=64 seconds=5 rounds=1000 completion=event|poll} (completion: how verbs nodes wait
- * for completions, {@link VerbsOptions#busyPollCompletions()}).
+ * outstanding=64 seconds=5 rounds=1000 completion=event|poll spinMicros=50} (completion: how verbs
+ * nodes wait for completions, {@link VerbsOptions#busyPollCompletions()}; spinMicros: how long an
+ * event-driven completion thread polls before it sleeps, {@link VerbsOptions#completionSpinMicros()}).
+ * The latency mode also prints the CPU both nodes' threads spent per READ.
  */
 public final class ProviderReadBenchmark {
     public static void main(String[] args) throws Exception {
@@ -23,8 +25,9 @@ public final class ProviderReadBenchmark {
             throw new IllegalArgumentException("completion must be event or poll, was " + completion);
         }
         boolean busyPoll = completion.equals("poll");
-        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), busyPoll);
-        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), busyPoll);
+        int spin = Integer.parseInt(Args.get(args, "spinMicros", String.valueOf(VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS)));
+        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), busyPoll, spin);
+        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), busyPoll, spin);
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), server);
         String mode = Args.get(args, "mode", "bw");
         if (mode.equals("bw")) {
@@ -37,18 +40,19 @@ public final class ProviderReadBenchmark {
         } else if (mode.equals("lat")) {
             int size = Integer.parseInt(Args.get(args, "size", "64"));
             int rounds = Integer.parseInt(Args.get(args, "rounds", "1000"));
-            long[] p = ReadLoad.latency(provider, server, client, size, rounds);
-            System.out.printf("%s READ lat: size %d rounds %d: typical %.2f usec p99 %.2f usec%n", provider.name(), size,
-                    rounds, p[0] / 1e3, p[1] / 1e3);
+            ReadLoad.LatencyRun run = ReadLoad.latencyRun(provider, server, client, size, rounds);
+            long[] p = run.percentiles();
+            System.out.printf("%s READ lat: size %d rounds %d: typical %.2f usec p99 %.2f usec, cpu %.2f usec per READ%n",
+                    provider.name(), size, rounds, p[0] / 1e3, p[1] / 1e3, run.cpuNanos() / 1e3 / rounds);
         } else {
             throw new IllegalArgumentException("mode must be bw or lat, was " + mode);
         }
     }
 
-    static NodeOptions options(String host, boolean busyPoll) {
+    static NodeOptions options(String host, boolean busyPoll, int spinMicros) {
         NodeOptions loopback = NodeOptions.loopback();
         return new NodeOptions(new InetSocketAddress(host, 0), loopback.maxMessageSize(),
                 java.time.Duration.ofSeconds(30), loopback.acceptQueueDepth(),
-                VerbsOptions.defaults().withBusyPollCompletions(busyPoll));
+                VerbsOptions.defaults().withBusyPollCompletions(busyPoll).withCompletionSpinMicros(spinMicros));
     }
 }

@@ -169,6 +169,15 @@ final class ReadLoad {
      */
     static long[] latency(TransportProvider provider, NodeOptions serverOptions, NodeOptions clientOptions, int size,
                           int rounds) throws Exception {
+        return latencyRun(provider, serverOptions, clientOptions, size, rounds).percentiles();
+    }
+
+    /** Percentiles of one latency run, and the CPU both nodes' threads spent during it. */
+    record LatencyRun(long[] percentiles, long cpuNanos) {
+    }
+
+    static LatencyRun latencyRun(TransportProvider provider, NodeOptions serverOptions, NodeOptions clientOptions, int size,
+                                 int rounds) throws Exception {
         try (Node server = provider.createNode(serverOptions);
              Node client = provider.createNode(clientOptions)) {
             server.listen(ch -> new ChannelHandler() { });
@@ -177,9 +186,11 @@ final class ReadLoad {
             Channel channel = client.connect(server.localAddress(), 4, new ChannelHandler() { }).get(60, TimeUnit.SECONDS);
             long[] samples = new long[rounds];
             CompletableFuture<Void> done = new CompletableFuture<>();
+            long cpu0 = CpuTime.of(client) + CpuTime.of(server);
             chain(channel, source, landing, size, samples, 0, done);
             done.get(rounds * 60L, TimeUnit.SECONDS);
-            return Samples.percentiles(samples);
+            long cpu = CpuTime.of(client) + CpuTime.of(server) - cpu0;
+            return new LatencyRun(Samples.percentiles(samples), cpu);
         }
     }
 

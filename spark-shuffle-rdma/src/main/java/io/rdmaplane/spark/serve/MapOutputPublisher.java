@@ -36,8 +36,9 @@ interface MapOutputPublisher {
     }
 
     /**
-     * A published map output: its regions, each reduce partition's segment as the pieces a
-     * reader gathers in order and as the block LOCATE serves (both null for an empty partition),
+     * A published map output: its regions, each reduce partition's registered pieces (in the
+     * order a reader gathers them: see {@link MapOutputStore#locate}) and the block LOCATE serves
+     * (both null for an empty partition),
      * the registered bytes it holds against the cap, and the publisher that releases it.
      */
     record MapOutput(MapOutputPublisher publisher, List<Held> regions, RemoteBlock[][] segments, Block[] blocks, long bytes) {

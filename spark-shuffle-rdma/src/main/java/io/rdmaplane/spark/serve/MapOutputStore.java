@@ -32,8 +32,9 @@ import org.slf4j.LoggerFactory;
  * <p>Two ways to publish, one class each, chosen in {@link #publish}:
  * <ul>
  * <li>{@link MappedPublisher} (the default, where the provider can register file mappings: tcp;
- *     verbs on kernels from 6.2): the data file's read-only mapping is registered as it is, and a
- *     segment is three pieces (framing, payload, framing) a reader READs into one buffer;</li>
+ *     verbs on kernels from 6.2): the data file's read-only mapping is registered as it is (one
+ *     registration per map output), a segment's payload is READ from it and its Arrow framing
+ *     travels in the LOCATE answer ({@link #block});</li>
  * <li>{@link CopyingPublisher} (verbs on kernels before 6.2, whose first refusal switches this store
  *     to copies for good; or {@code mapFiles} false): one copy per map output in regions of its own,
  *     a segment one piece, the memory recycled after a quarantine.</li>
@@ -160,8 +161,9 @@ public final class MapOutputStore implements AutoCloseable {
     }
 
     /**
-     * Where one block is: the pieces a reader READs, in order, into one buffer (together the
-     * Arrow block), or null if not held.
+     * Where one block's registered bytes are, or null if not held: the pieces a reader READs, in
+     * order, into one buffer. For a copy that is the whole Arrow block; for a mapped output the
+     * payload alone, its framing being in {@link #block}'s header and trailer.
      */
     public RemoteBlock[] locate(int shuffleId, long mapId, int reduceId) {
         ShuffleOutputs outputs = shuffles.get(shuffleId);

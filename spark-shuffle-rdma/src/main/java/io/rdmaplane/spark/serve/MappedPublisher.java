@@ -6,7 +6,6 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
-import io.rdmaplane.spark.DirectMemory;
 import java.io.File;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -21,11 +20,11 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Map outputs served where the bytes lie: the data file's mapping. The data file, just written
- * and so in the page cache, is mapped read-only and registered REMOTE_READ as it is; each
- * segment's Arrow framing (schema and batch header before the payload; padding and end-of-stream
- * after it) goes into one small registered buffer per map output. A segment is then three pieces
- * a reader READs, in order, into one buffer, which holds exactly the Arrow block
- * {@link ArrowBlock#write} would have made ({@link ArrowBlock#frame}). The payload is neither
+ * and so in the page cache, is mapped read-only and registered REMOTE_READ as it is: one
+ * registration per map output. Each segment's Arrow framing (schema and batch header before the
+ * payload; padding and end-of-stream after it, {@link ArrowBlock#frame}) stays in this JVM and
+ * travels in the LOCATE answer; a reader READs the payload between the two, so its buffer holds
+ * exactly the Arrow block {@link ArrowBlock#write} would have made. The payload is neither
  * copied nor put into fresh memory, which on this project's 2-core VM costs about 270 MiB/s of
  * page faults against about 1.5 GiB/s to map page-cache pages (measured with a 64 MiB file).
  *
@@ -79,33 +78,19 @@ final class MappedPublisher implements MapOutputPublisher {
         }
         ArrowBlock.Framing[] framings = new ArrowBlock.Framing[lengths.length];
         int[] fileOffsets = new int[lengths.length];
-        long framingBytes = 0;
         int at = 0;
         for (int r = 0; r < lengths.length; r++) {
             fileOffsets[r] = at;
             if (lengths[r] > 0) {
                 framings[r] = ArrowBlock.frame(MapOutputStore.metadata(shuffleId, mapId, r),
                         mapping.slice(at, (int) lengths[r]), crcs[r], allocator);
-                framingBytes += framings[r].header().remaining() + framings[r].trailer().remaining();
             }
             at += (int) lengths[r];
         }
-        long bytes = payload + framingBytes;
+        long bytes = payload; // registered: the mapping alone
         if (!cap.reserve(bytes)) {
             throw new OverCapException(bytes);
         }
-        ByteBuffer framing = DirectMemory.pageAligned(Math.toIntExact(framingBytes));
-        int[] headerAt = new int[lengths.length];
-        int[] trailerAt = new int[lengths.length];
-        for (int r = 0; r < lengths.length; r++) {
-            if (framings[r] != null) {
-                headerAt[r] = framing.position();
-                framing.put(framings[r].header().duplicate());
-                trailerAt[r] = framing.position();
-                framing.put(framings[r].trailer().duplicate());
-            }
-        }
-        framing.clear();
         MemoryRegion payloadRegion;
         try {
             payloadRegion = node.register(mapping, Set.of(Access.REMOTE_READ));
@@ -116,42 +101,22 @@ final class MappedPublisher implements MapOutputPublisher {
                     + " are copied into registered memory from now on", node.providerName(), e.getMessage());
             return null;
         }
-        MemoryRegion framingRegion;
-        try {
-            framingRegion = node.register(framing, Set.of(Access.REMOTE_READ));
-        } catch (TransportException | RuntimeException e) {
-            payloadRegion.deregister();
-            cap.release(bytes);
-            throw new IOException("registering the framing failed: " + e, e);
-        }
         RemoteBlock[][] segments = new RemoteBlock[lengths.length][];
         Block[] blocks = new Block[lengths.length];
         for (int r = 0; r < lengths.length; r++) {
             if (framings[r] != null) {
-                ByteBuffer header = framings[r].header();
-                ByteBuffer trailer = framings[r].trailer();
-                segments[r] = new RemoteBlock[] {
-                    new RemoteBlock(framingRegion.address() + headerAt[r], framingRegion.rkey(), header.remaining(), crc(header)),
-                    new RemoteBlock(payloadRegion.address() + fileOffsets[r], payloadRegion.rkey(), (int) lengths[r],
-                            framings[r].payloadCrc32c()),
-                    new RemoteBlock(framingRegion.address() + trailerAt[r], framingRegion.rkey(), trailer.remaining(),
-                            crc(trailer))};
-                blocks[r] = new Block(header.asReadOnlyBuffer(), segments[r][1], trailer.asReadOnlyBuffer(),
+                RemoteBlock remote = new RemoteBlock(payloadRegion.address() + fileOffsets[r], payloadRegion.rkey(),
+                        (int) lengths[r], framings[r].payloadCrc32c());
+                segments[r] = new RemoteBlock[] {remote};
+                blocks[r] = new Block(framings[r].header().asReadOnlyBuffer(), remote, framings[r].trailer().asReadOnlyBuffer(),
                         mapping.slice(fileOffsets[r], (int) lengths[r]), payloadRegion);
             }
         }
-        return new MapOutput(this, List.of(new Held(payloadRegion, mapping), new Held(framingRegion, framing)), segments,
-                blocks, bytes);
+        return new MapOutput(this, List.of(new Held(payloadRegion, mapping)), segments, blocks, bytes);
     }
 
     @Override
     public void release(MapOutput output) {
         output.regions().forEach(held -> held.region().deregister());
-    }
-
-    private static int crc(ByteBuffer bytes) {
-        CRC32C crc = new CRC32C();
-        crc.update(bytes.duplicate());
-        return (int) crc.getValue();
     }
 }

@@ -294,14 +294,14 @@ class MapOutputStoreTest {
             File file = ShuffleFixture.dataFile(dir, 3, 11, LENGTHS);
             long before = mapped.node.registrationCount();
             assertTrue(mapped.store.publish(3, 11, file, LENGTHS));
-            assertEquals(before + 2, mapped.node.registrationCount(), "the file mapping and one framing buffer");
+            assertEquals(before + 1, mapped.node.registrationCount(), "the file mapping alone: the framing is not registered");
             List<MemoryRegion> regions = mapped.store.regions(3, 11);
+            assertEquals(1, regions.size());
             long payload = java.util.Arrays.stream(LENGTHS).sum();
             assertEquals(payload, regions.get(0).length(), "the whole data file is registered as it is");
             assertTrue(regions.get(0).buffer().isReadOnly(), "a read-only mapping, not a copy");
             regions.forEach(r -> assertEquals(Set.of(Access.REMOTE_READ), r.access()));
-            assertEquals(payload + regions.get(1).length(), mapped.store.usedBytes(), "the cap counts payload and framing");
-            assertTrue(regions.get(1).length() < 4096 * 5, "framing is a few hundred bytes per segment");
+            assertEquals(payload, mapped.store.usedBytes(), "the cap counts the registered payload");
             try (BufferAllocator allocator = new RootAllocator()) {
                 for (int r = 0; r < LENGTHS.length; r++) {
                     RemoteBlock[] pieces = mapped.store.locate(3, 11, r);
@@ -309,15 +309,18 @@ class MapOutputStoreTest {
                         assertNull(pieces, "an empty partition has no segment");
                         continue;
                     }
-                    assertEquals(3, pieces.length, "framing, payload, framing");
-                    assertEquals(regions.get(0).rkey(), pieces[1].rkey(), "the payload is READ from the file mapping");
-                    assertEquals(LENGTHS[r], pieces[1].length());
+                    assertEquals(1, pieces.length, "the payload alone is registered");
+                    assertEquals(regions.get(0).rkey(), pieces[0].rkey(), "the payload is READ from the file mapping");
+                    assertEquals(LENGTHS[r], pieces[0].length());
+                    MapOutputPublisher.Block block = mapped.store.block(3, 11, r);
+                    assertTrue(block.header().remaining() > 0 && block.header().remaining() < 4096, "framing of a few hundred bytes");
+                    assertEquals(pieces[0], block.remote(), "LOCATE serves the same payload piece");
                     ByteArrayOutputStream gathered = new ByteArrayOutputStream();
-                    for (RemoteBlock piece : pieces) {
-                        byte[] bytes = readRemote(mapped, piece);
-                        assertEquals(piece.crc32c(), crc(bytes), "each piece's checksum covers it");
-                        gathered.write(bytes);
-                    }
+                    gathered.write(ShuffleFixture.bytes(List.of(block.header())));
+                    byte[] bytes = readRemote(mapped, pieces[0]);
+                    assertEquals(pieces[0].crc32c(), crc(bytes), "the piece's checksum covers it");
+                    gathered.write(bytes);
+                    gathered.write(ShuffleFixture.bytes(List.of(block.trailer())));
                     try (ArrowStreamReader arrow = new ArrowStreamReader(new ByteArrayInputStream(gathered.toByteArray()),
                             allocator)) {
                         VectorSchemaRoot root = arrow.getVectorSchemaRoot();
@@ -330,11 +333,11 @@ class MapOutputStoreTest {
                             }
                         }
                         assertArrayEquals(ShuffleFixture.blockBytes(3, 11, r, LENGTHS[r]), rows.toByteArray(),
-                                "the gathered pieces are an Arrow stream of the partition's file range");
+                                "framing, READ payload, framing: an Arrow stream of the partition's file range");
                     }
                 }
             }
-            RemoteBlock payloadPiece = mapped.store.locate(3, 11, 2)[1];
+            RemoteBlock payloadPiece = mapped.store.locate(3, 11, 2)[0];
             mapped.store.removeShuffle(3);
             assertEquals(0, mapped.store.usedBytes());
             ExecutionException e = assertThrows(ExecutionException.class, () -> readRemote(mapped, payloadPiece));

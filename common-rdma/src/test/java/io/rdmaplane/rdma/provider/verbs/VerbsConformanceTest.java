@@ -34,6 +34,12 @@ class VerbsConformanceTest extends ProviderConformanceSuite {
         return options(System.getenv("RDMA_VM_ADDR_B"));
     }
 
+    /** 2 MiB of backlog: rxe moves a few MB/s under TCG, and the operation timeout is 10 s. */
+    @Override
+    protected int backlogReadBytes() {
+        return 32 << 10;
+    }
+
     static NodeOptions options(String address) {
         return new NodeOptions(new InetSocketAddress(address, 0), 64 << 10, TIMEOUT, 256);
     }

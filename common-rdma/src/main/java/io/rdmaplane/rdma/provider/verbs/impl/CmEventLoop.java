@@ -7,6 +7,7 @@ import com.ibm.disni.verbs.RdmaCmId;
 import com.ibm.disni.verbs.RdmaEventChannel;
 import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.io.IOException;
@@ -263,7 +264,9 @@ final class CmEventLoop {
                             throw new IOException("the route to " + channel.remoteAddress() + " has no RDMA device");
                         }
                         channel.setUp(ctx);
-                        NativeCm.connect(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, channel.connectRequest);
+                        NativeCm.connect(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT,
+                                ConnectData.encode(channel.lane, channel.connectRequest.data()),
+                                channel.connectRequest.remoteReadable());
                     }
                 }
                 case RDMA_CM_EVENT_ESTABLISHED -> {
@@ -288,7 +291,8 @@ final class CmEventLoop {
     }
 
     /**
-     * A connect request: the acceptor reads what it carried and decides, before anything exists
+     * A connect request: its lane picks the CQ of the QP (see {@link ConnectData}); the acceptor
+     * reads what the connecting caller put in it and decides, before anything exists
      * for it, whether to take it (a refused request's id is destroyed: no QP, the peer sees
      * REJECTED) and whether the QP may serve the peer's READs.
      */
@@ -308,8 +312,11 @@ final class CmEventLoop {
             LOG.trace("rdma_get_peer_addr failed", e);
         }
         Admission admission;
+        Lane lane = Lane.BULK;
         try {
-            admission = acceptor.admit(from, NativeCm.connectData(id));
+            ConnectData request = ConnectData.decode(NativeCm.connectData(id));
+            lane = request.lane();
+            admission = acceptor.admit(from, request.data());
         } catch (IOException | RuntimeException e) {
             LOG.warn("{}: refusing a connection from {}: its connect request could not be checked: {}", node.name(), from,
                     e.toString());
@@ -319,11 +326,11 @@ final class CmEventLoop {
             destroyId(id);
             return;
         }
-        VerbsChannel channel = new VerbsChannel(node, VerbsNode.nextChannelId(), node.options.acceptQueueDepth(), null, null,
-                null);
+        VerbsChannel channel = new VerbsChannel(node, VerbsNode.nextChannelId(), node.options.acceptQueueDepth(), lane, null,
+                null, null);
         if (!node.reserveCq(channel)) {
-            LOG.warn("{}: refusing a connection: the completion queue has room for {} more entries, a channel needs {}",
-                    node.name(), node.cqFree(), channel.cqEntries);
+            LOG.warn("{}: refusing a connection: the {} completion queue has room for {} more entries, a channel needs {}",
+                    node.name(), lane, node.cqFree(lane), channel.cqEntries);
             destroyId(id);
             return;
         }

@@ -7,16 +7,20 @@ import com.ibm.disni.verbs.SVCPollCq;
 import com.ibm.disni.verbs.SVCReqNotify;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.VerbsOptions;
 import java.io.IOException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A verbs node's completion thread: polls the node's one CQ and hands every work completion
+ * One of a verbs node's completion threads: polls one lane's CQ and hands every work completion
  * to its channel (the channel id is in the wr_id). Event-driven by default: it sleeps on the
- * completion channel (ibv_req_notify_cq + ibv_get_cq_event) and drains the CQ on each event;
- * busy-polling instead trades a core for latency. It stops once the node is closed; if it
- * fails, it closes the node.
+ * completion channel (ibv_req_notify_cq + ibv_get_cq_event) and drains the CQ on each event,
+ * then keeps polling for {@link VerbsOptions#completionSpinMicros()} after the last completion
+ * before it arms the channel and sleeps again: a READ posted from a completion callback (or by
+ * a caller waiting on the one before) completes within the spin and pays no event wake-up, the
+ * seeds' "busy-poll on the latency path, events when idle". Busy-polling instead trades a core
+ * for latency. It stops once the node is closed; if it fails, it closes the node.
  */
 final class CompletionPoller {
     private static final Logger LOG = LoggerFactory.getLogger(CompletionPoller.class);
@@ -28,14 +32,17 @@ final class CompletionPoller {
     private final IbvCQ cq;
     private final IbvCompChannel completionChannel;
     private final boolean busyPoll;
+    private final long spinNanos;
     private final Thread thread;
 
-    CompletionPoller(VerbsNode node, IbvCQ cq, IbvCompChannel completionChannel, boolean busyPoll) {
+    CompletionPoller(VerbsNode node, IbvCQ cq, IbvCompChannel completionChannel, boolean busyPoll, int spinMicros,
+                     String suffix) {
         this.node = node;
         this.cq = cq;
         this.completionChannel = completionChannel;
         this.busyPoll = busyPoll;
-        this.thread = new Thread(this::run, node.name() + "-cq");
+        this.spinNanos = spinMicros * 1000L;
+        this.thread = new Thread(this::run, node.name() + suffix);
         thread.setDaemon(true);
     }
 
@@ -65,8 +72,7 @@ final class CompletionPoller {
                 }
             } else {
                 arm = cq.reqNotification(false);
-                arm.execute();
-                drain(poll, wcs);
+                settle(poll, wcs, arm);
                 while (!node.isClosed()) {
                     if (!completionChannel.getCqEvent(cq, CQ_WAIT_MS)) {
                         continue; // timeout: look at the closed flag again
@@ -75,8 +81,7 @@ final class CompletionPoller {
                         cq.ackEvents(unacked);
                         unacked = 0;
                     }
-                    arm.execute(); // re-arm before draining: a completion after the last poll raises a new event
-                    drain(poll, wcs);
+                    settle(poll, wcs, arm);
                 }
             }
         } catch (Throwable t) {
@@ -102,6 +107,29 @@ final class CompletionPoller {
                 arm.free();
             }
         }
+    }
+
+    /**
+     * Drains the CQ and keeps polling until it stayed empty for the spin, then arms the completion
+     * channel; a completion that came between the last poll and the arm is drained (and spun after)
+     * too, so none waits for an event that will not come.
+     */
+    private void settle(SVCPollCq poll, IbvWC[] wcs, SVCReqNotify arm) throws IOException {
+        do {
+            long idleSince = System.nanoTime();
+            while (true) {
+                int n = drain(poll, wcs);
+                long now = System.nanoTime();
+                if (n > 0) {
+                    idleSince = now;
+                } else if (now - idleSince >= spinNanos || node.isClosed()) {
+                    break;
+                } else {
+                    Thread.onSpinWait();
+                }
+            }
+            arm.execute();
+        } while (drain(poll, wcs) > 0 && !node.isClosed());
     }
 
     /** Polls until the CQ is empty; returns the number of completions handled. */

@@ -2,7 +2,6 @@ package io.rdmaplane.rdma.provider.verbs.impl;
 
 import com.ibm.disni.verbs.RdmaCmId;
 import com.ibm.disni.verbs.impl.NatObject;
-import io.rdmaplane.rdma.provider.ConnectRequest;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 
@@ -19,14 +18,14 @@ final class NativeCm {
     private NativeCm() {
     }
 
-    /** rdma_connect with {@code request}'s private data; without remote read the peer may READ nothing here. */
-    static void connect(RdmaCmId id, int retryCount, int rnrRetryCount, ConnectRequest request) throws IOException {
-        byte[] data = request.data();
+    /** rdma_connect with {@code data} as private data; without remote read the peer may READ nothing here. */
+    static void connect(RdmaCmId id, int retryCount, int rnrRetryCount, byte[] data, boolean remoteReadable)
+            throws IOException {
         ByteBuffer direct = null;
         if (data.length > 0) {
             direct = ByteBuffer.allocateDirect(data.length).put(data).flip();
         }
-        connect(handle(id), retryCount, rnrRetryCount, direct, data.length, request.remoteReadable());
+        connect(handle(id), retryCount, rnrRetryCount, direct, data.length, remoteReadable);
     }
 
     /** rdma_accept; without {@code remoteReadable} the QP serves no READ of the peer. */

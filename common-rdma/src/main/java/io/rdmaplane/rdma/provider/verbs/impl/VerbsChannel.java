@@ -15,6 +15,7 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.ConnectRequest;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.LocalAccess;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Status;
@@ -34,7 +35,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One RC queue pair, connected with RDMA-CM. Any thread may post; completions arrive on the
- * node's completion thread, connection events on its CM thread. One lock (this) guards the
+ * completion thread of the channel's lane, connection events on the node's CM thread. One lock (this) guards the
  * work-request slots, the stateful verb calls (DiSNI's serialized work requests, reused for
  * every post) and the state; futures and handler callbacks run outside it.
  *
@@ -70,6 +71,11 @@ final class VerbsChannel extends AbstractChannel {
     /** Send-queue entries beyond the queue depth, for the extra work requests of split READs. */
     static final int SQ_SPARE = VerbsOptions.MAX_READ_PIECES;
     private static final long RECV_FLAG = 1L << 31;
+    /**
+     * Inline data a QP asks for: a control request or answer with its frame header fits (Soft-RoCE
+     * allows 512 bytes, ConnectX-class NICs about 200 to 900 depending on the send queue's WQE size).
+     */
+    static final int INLINE_BYTES = 192;
 
     private enum Kind { READ, SEND, CONTROL }
 
@@ -100,6 +106,8 @@ final class VerbsChannel extends AbstractChannel {
 
     private final VerbsNode node;
     final int id;
+    /** The lane: which of the node's CQs (and completion threads) this QP's completions go to. */
+    final Lane lane;
     private final int receiveBuffers;
     private final int recvSlotBytes;
     private final int creditThreshold;
@@ -127,6 +135,8 @@ final class VerbsChannel extends AbstractChannel {
     private boolean destroyed;
     private final List<SendPool.Slot> orphans = new ArrayList<>();
     private Exception lastPostError;
+    /** Longest SEND posted inline: {@link #INLINE_BYTES}, or 0 if the device gave the QP none. */
+    private int maxInline;
 
     // ---- read by any thread
     private volatile int outstanding;
@@ -141,11 +151,12 @@ final class VerbsChannel extends AbstractChannel {
     /** When the peer disconnected with operations outstanding: fail them then, unless a completion said why first. */
     long disconnectDeadline;
 
-    VerbsChannel(VerbsNode node, int id, int queueDepth, ChannelHandler handler, CompletableFuture<Channel> connected,
-                 SocketAddress remote) {
+    VerbsChannel(VerbsNode node, int id, int queueDepth, Lane lane, ChannelHandler handler,
+                 CompletableFuture<Channel> connected, SocketAddress remote) {
         super(node.options, queueDepth, handler, connected, remote);
         this.node = node;
         this.id = id;
+        this.lane = lane;
         this.receiveBuffers = node.receiveBuffers(queueDepth);
         this.recvSlotBytes = Frames.align(node.options.maxMessageSize() + Frames.HEADER);
         this.creditThreshold = Math.max(2, receiveBuffers / 4);
@@ -171,7 +182,12 @@ final class VerbsChannel extends AbstractChannel {
         return cmId;
     }
 
-    /** Creates the QP on the node's PD and CQ, registers the receive buffers and posts them all. */
+    /**
+     * Creates the QP on the node's PD and its lane's CQ, registers the receive buffers and posts
+     * them all. The QP asks for {@link #INLINE_BYTES} of inline data (SENDs that short are copied
+     * into the work request: no DMA read of the send buffer before the first packet); a device
+     * that refuses gets a QP without.
+     */
     synchronized void setUp(IbvContext context) throws IOException {
         if (state == State.CLOSED) {
             throw new IOException(this + " closed during set-up");
@@ -180,16 +196,17 @@ final class VerbsChannel extends AbstractChannel {
             throw new IOException("the peer is reached through another RDMA device than the one this node uses "
                     + "(bound to " + node.options.bindAddress() + "); bind the node to an address of that device");
         }
-        IbvQPInitAttr attr = new IbvQPInitAttr();
-        attr.cap().setMax_send_wr(sqEntries + CONTROL_SLOTS);
-        attr.cap().setMax_recv_wr(receiveBuffers);
-        attr.cap().setMax_send_sge(1);
-        attr.cap().setMax_recv_sge(1);
-        attr.cap().setMax_inline_data(0);
-        attr.setQp_type(IbvQP.IBV_QPT_RC);
-        attr.setSend_cq(node.cq());
-        attr.setRecv_cq(node.cq());
-        qp = cmId.createQP(node.pd(), attr);
+        try {
+            qp = createQp(INLINE_BYTES);
+            maxInline = INLINE_BYTES;
+        } catch (IOException e) {
+            LOG.debug("{}: rdma_create_qp with {} bytes of inline data failed ({}); without", this, INLINE_BYTES, e.toString());
+            qp = null;
+        }
+        if (qp == null) {
+            qp = createQp(0);
+            maxInline = 0;
+        }
         if (qp == null) {
             throw new IOException("rdma_create_qp failed (send depth " + (sqEntries + CONTROL_SLOTS) + ", receive depth "
                     + receiveBuffers + ")");
@@ -218,6 +235,19 @@ final class VerbsChannel extends AbstractChannel {
         for (SVCPostRecv receive : receives) {
             receive.execute();
         }
+    }
+
+    private IbvQP createQp(int inline) throws IOException {
+        IbvQPInitAttr attr = new IbvQPInitAttr();
+        attr.cap().setMax_send_wr(sqEntries + CONTROL_SLOTS);
+        attr.cap().setMax_recv_wr(receiveBuffers);
+        attr.cap().setMax_send_sge(1);
+        attr.cap().setMax_recv_sge(1);
+        attr.cap().setMax_inline_data(inline);
+        attr.setQp_type(IbvQP.IBV_QPT_RC);
+        attr.setSend_cq(node.cq(lane));
+        attr.setRecv_cq(node.cq(lane));
+        return cmId.createQP(node.pd(), attr);
     }
 
     private static IbvSendWR work(int opcode) {
@@ -465,11 +495,13 @@ final class VerbsChannel extends AbstractChannel {
         return n;
     }
 
-    /** ibv_post_send of one SEND. Holds this. */
+    /** ibv_post_send of one SEND, inline when it is short enough. Holds this. */
     private boolean postSend(long wrId, long address, int length, int lkey) {
         try {
             SVCPostSend.SendWRMod wr = sendCall.getWrMod(0);
             wr.setWr_id(wrId);
+            wr.setSend_flags(length <= maxInline ? IbvSendWR.IBV_SEND_SIGNALED | IbvSendWR.IBV_SEND_INLINE
+                    : IbvSendWR.IBV_SEND_SIGNALED);
             SVCPostSend.SgeMod sge = wr.getSgeMod(0);
             sge.setAddr(address);
             sge.setLength(length);

@@ -44,19 +44,20 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A verbs node: one RDMA device (the one its bind address belongs to), one protection domain,
- * one completion queue shared by all its queue pairs, and two daemon threads.
+ * two completion queues, one per {@link Lane} (the lane's queue pairs share it), and three daemon
+ * threads.
  * <ul>
  * <li>The <b>CM thread</b> ({@link CmEventLoop}) owns the RDMA-CM event channel: it creates,
  * connects, accepts and destroys ids, waits for CM events with a short timeout, and checks
  * operation timeouts on each tick.
- * <li>The <b>completion thread</b> ({@link CompletionPoller}) polls the CQ: by default it sleeps
- * on the completion channel and drains the CQ on each event; with
- * {@link VerbsOptions#busyPollCompletions()} (the products' {@code verbs.completion=poll}) it
- * busy-polls, trading a core for latency.
+ * <li>Two <b>completion threads</b> ({@link CompletionPoller}), one per lane, each polling its
+ * lane's CQ: by default it sleeps on the completion channel and drains the CQ on each event;
+ * with {@link VerbsOptions#busyPollCompletions()} (the products' {@code verbs.completion=poll})
+ * the bulk lane's busy-polls, trading a core for latency (the control lane's always sleeps).
  * </ul>
  * Closing the node closes its channels (each QP to the error state, the peers told), waits
- * briefly for the peers' disconnect acknowledgements, stops both threads, then destroys QPs,
- * ids, CQ, completion channel, memory regions, PD and event channel, in that order.
+ * briefly for the peers' disconnect acknowledgements, stops the threads, then destroys QPs,
+ * ids, CQs, completion channels, memory regions, PD and event channel, in that order.
  */
 public final class VerbsNode implements Node {
     private static final Logger LOG = LoggerFactory.getLogger(VerbsNode.class);
@@ -70,13 +71,10 @@ public final class VerbsNode implements Node {
     private final RdmaCmId anchor;
     private final IbvContext context;
     private final IbvPd pd;
-    private final IbvCompChannel completionChannel;
-    private final IbvCQ cq;
-    private final int cqCapacity;
-    private final AtomicInteger cqFree;
+    private final LaneCq bulk;
+    private final LaneCq control;
     private final SendPool sendPool;
     private final CmEventLoop cm;
-    private final CompletionPoller poller;
     private final Map<Integer, VerbsChannel> channels = new ConcurrentHashMap<>();
     private final Set<VerbsRegion> regions = ConcurrentHashMap.newKeySet();
     private final AtomicLong registrations = new AtomicLong();
@@ -97,8 +95,8 @@ public final class VerbsNode implements Node {
         RdmaEventChannel ev = null;
         RdmaCmId anchorId = null;
         IbvPd protection = null;
-        IbvCompChannel compChannel = null;
-        IbvCQ queue = null;
+        LaneCq bulkCq = null;
+        LaneCq controlCq = null;
         try {
             ev = RdmaEventChannel.createEventChannel();
             if (ev == null) {
@@ -110,46 +108,93 @@ public final class VerbsNode implements Node {
             if (protection == null) {
                 throw new IOException("ibv_alloc_pd failed");
             }
-            compChannel = context.createCompChannel();
-            if (compChannel == null) {
-                throw new IOException("ibv_create_comp_channel failed");
-            }
-            int entries = options.verbs().cqEntries();
-            while (queue == null) {
-                try {
-                    queue = context.createCQ(compChannel, entries, 0);
-                } catch (IOException e) {
-                    if (entries <= 1024) {
-                        throw e;
-                    }
-                }
-                if (queue == null) {
-                    if (entries <= 1024) {
-                        throw new IOException("ibv_create_cq failed for " + entries + " entries");
-                    }
-                    entries /= 2;
-                }
-            }
-            this.cqCapacity = entries;
+            bulkCq = LaneCq.open(context, Lane.BULK, options.verbs().cqEntries());
+            controlCq = LaneCq.open(context, Lane.CONTROL, options.verbs().cqEntries());
         } catch (IOException | RuntimeException e) {
-            destroyQuietly(queue, compChannel, protection, anchorId, ev);
+            if (controlCq != null) {
+                controlCq.destroy();
+            }
+            if (bulkCq != null) {
+                bulkCq.destroy();
+            }
+            destroyQuietly(protection, anchorId, ev);
             throw new TransportException(Status.UNAVAILABLE, "cannot open the RDMA device for "
                     + options.bindAddress() + ": " + e.getMessage(), e);
         }
         this.events = ev;
         this.anchor = anchorId;
         this.pd = protection;
-        this.completionChannel = compChannel;
-        this.cq = queue;
-        // A few entries stay spare for completions of QPs destroyed but not yet drained.
-        this.cqFree = new AtomicInteger(cqCapacity - 64);
+        this.bulk = bulkCq;
+        this.control = controlCq;
         this.sendPool = new SendPool(pd, options.maxMessageSize() + Frames.HEADER);
         this.cm = new CmEventLoop(this, events, Math.toIntExact(options.verbs().cmTick().toMillis()));
-        this.poller = new CompletionPoller(this, cq, completionChannel, options.verbs().busyPollCompletions());
+        // The control lane's thread sleeps on its completion channel even when bulk busy-polls: two
+        // spinning threads per node would starve the very callers they serve on a small host.
+        int spin = options.verbs().completionSpinMicros();
+        bulk.poller = new CompletionPoller(this, bulk.cq, bulk.channel, options.verbs().busyPollCompletions(), spin, "-cq");
+        control.poller = new CompletionPoller(this, control.cq, control.channel, false, spin, "-cq-control");
         cm.start();
-        poller.start();
-        LOG.debug("{} on {} ({} CQ entries, {} completions)", name, options.bindAddress(), cqCapacity,
-                options.verbs().busyPollCompletions() ? "busy-polled" : "event-driven");
+        bulk.poller.start();
+        control.poller.start();
+        LOG.debug("{} on {} ({} + {} CQ entries, bulk completions {})", name, options.bindAddress(), bulk.capacity,
+                control.capacity, options.verbs().busyPollCompletions() ? "busy-polled" : "event-driven");
+    }
+
+    /**
+     * One lane's completion queue, its completion channel, the entries its channels have not
+     * taken, and the thread that polls it. Each lane has its own, so a control completion is
+     * never polled or handled behind a batch of bulk READ completions.
+     */
+    static final class LaneCq {
+        final Lane lane;
+        final IbvCompChannel channel;
+        final IbvCQ cq;
+        final int capacity;
+        /** A few entries stay spare for completions of QPs destroyed but not yet drained. */
+        final AtomicInteger free;
+        CompletionPoller poller;
+
+        private LaneCq(Lane lane, IbvCompChannel channel, IbvCQ cq, int capacity) {
+            this.lane = lane;
+            this.channel = channel;
+            this.cq = cq;
+            this.capacity = capacity;
+            this.free = new AtomicInteger(capacity - 64);
+        }
+
+        /** A CQ of {@code entries}, halved down to 1024 while the device refuses. */
+        static LaneCq open(IbvContext context, Lane lane, int entries) throws IOException {
+            IbvCompChannel compChannel = context.createCompChannel();
+            if (compChannel == null) {
+                throw new IOException("ibv_create_comp_channel failed");
+            }
+            IbvCQ queue = null;
+            try {
+                while (queue == null) {
+                    try {
+                        queue = context.createCQ(compChannel, entries, 0);
+                    } catch (IOException e) {
+                        if (entries <= 1024) {
+                            throw e;
+                        }
+                    }
+                    if (queue == null) {
+                        if (entries <= 1024) {
+                            throw new IOException("ibv_create_cq failed for " + entries + " entries");
+                        }
+                        entries /= 2;
+                    }
+                }
+            } catch (IOException | RuntimeException e) {
+                destroyQuietly(null, compChannel);
+                throw e;
+            }
+            return new LaneCq(lane, compChannel, queue, entries);
+        }
+
+        void destroy() {
+            destroyQuietly(cq, channel);
+        }
     }
 
     /** An id bound to the bind address (or, for a wildcard, the first local IPv4 address an RDMA device serves). */
@@ -271,9 +316,15 @@ public final class VerbsNode implements Node {
         return connect(peer, queueDepth, Lane.BULK, handler, ConnectRequest.OPEN);
     }
 
+    @Override
+    public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler) {
+        return connect(peer, queueDepth, lane, handler, ConnectRequest.OPEN);
+    }
+
     /**
-     * The request's data goes in the RDMA-CM connect's private data; without remote read the peer
-     * READs nothing here. Every lane is alike here (one CQ, one completion thread).
+     * The request's data goes in the RDMA-CM connect's private data, after the lane
+     * ({@link ConnectData}), so the peer puts its end in the same lane before its QP exists;
+     * without remote read the peer READs nothing here.
      */
     @Override
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler,
@@ -290,11 +341,12 @@ public final class VerbsNode implements Node {
                     "cannot reach " + peer + ": the verbs provider connects to resolved IPv4 addresses only"));
             return connected;
         }
-        VerbsChannel channel = new VerbsChannel(this, nextChannelId(), queueDepth, handler, connected, peer);
+        Objects.requireNonNull(lane, "lane");
+        VerbsChannel channel = new VerbsChannel(this, nextChannelId(), queueDepth, lane, handler, connected, peer);
         if (!reserveCq(channel)) {
-            connected.completeExceptionally(new TransportException(Status.QUEUE_FULL, name + "'s completion queue has room for "
-                    + cqFree.get() + " more entries; a channel of depth " + queueDepth + " needs " + channel.cqEntries
-                    + " (verbs.cqEntries)"));
+            connected.completeExceptionally(new TransportException(Status.QUEUE_FULL, name + "'s " + lane
+                    + " completion queue has room for " + cqFree(lane) + " more entries; a channel of depth " + queueDepth
+                    + " needs " + channel.cqEntries + " (verbs.cqEntries)"));
             return connected;
         }
         channel.connectRequest = request;
@@ -315,7 +367,7 @@ public final class VerbsNode implements Node {
             channel.terminate(closing, null, Status.FLUSHED);
         }
         Thread current = Thread.currentThread();
-        if (current == cm.thread() || current == poller.thread()) {
+        if (current == cm.thread() || current == bulk.poller.thread() || current == control.poller.thread()) {
             Thread closer = new Thread(this::release, name + "-closer");
             closer.setDaemon(true);
             closer.start();
@@ -327,7 +379,8 @@ public final class VerbsNode implements Node {
     /** Waits for both threads, then frees every verbs resource on this thread. */
     private void release() {
         join(cm.thread());
-        join(poller.thread());
+        join(bulk.poller.thread());
+        join(control.poller.thread());
         cm.released();
         for (VerbsChannel channel : new ArrayList<>(channels.values())) {
             cm.forget(channel);
@@ -341,7 +394,9 @@ public final class VerbsNode implements Node {
         }
         sendPool.close();
         cm.destroyListenId();
-        destroyQuietly(cq, completionChannel, pd, anchor, events);
+        bulk.destroy();
+        control.destroy();
+        destroyQuietly(pd, anchor, events);
         terminated.complete(null);
         LOG.debug("{} closed", name);
     }
@@ -357,7 +412,7 @@ public final class VerbsNode implements Node {
         }
     }
 
-    private static void destroyQuietly(IbvCQ cq, IbvCompChannel compChannel, IbvPd pd, RdmaCmId anchor, RdmaEventChannel ev) {
+    private static void destroyQuietly(IbvCQ cq, IbvCompChannel compChannel) {
         try {
             if (cq != null) {
                 cq.destroyCQ();
@@ -372,6 +427,9 @@ public final class VerbsNode implements Node {
         } catch (IOException | RuntimeException e) {
             LOG.debug("ibv_destroy_comp_channel failed: {}", e.toString());
         }
+    }
+
+    private static void destroyQuietly(IbvPd pd, RdmaCmId anchor, RdmaEventChannel ev) {
         try {
             if (pd != null) {
                 pd.deallocPd();
@@ -410,15 +468,16 @@ public final class VerbsNode implements Node {
         return channels.values();
     }
 
-    /** Drops a channel whose QP is being destroyed; its CQ entries return to the node. */
+    /** Drops a channel whose QP is being destroyed; its CQ entries return to its lane's CQ. */
     void forgetChannel(VerbsChannel channel) {
         if (channels.remove(channel.id, channel)) {
-            cqFree.addAndGet(channel.cqEntries);
+            laneCq(channel.lane).free.addAndGet(channel.cqEntries);
         }
     }
 
-    /** Takes the CQ entries a channel needs; false when the CQ has no room for them. */
+    /** Takes the entries a channel needs from its lane's CQ; false when that CQ has no room for them. */
     boolean reserveCq(VerbsChannel channel) {
+        AtomicInteger cqFree = laneCq(channel.lane).free;
         int need = channel.cqEntries;
         int now;
         do {
@@ -430,8 +489,12 @@ public final class VerbsNode implements Node {
         return true;
     }
 
-    int cqFree() {
-        return cqFree.get();
+    int cqFree(Lane lane) {
+        return laneCq(lane).free.get();
+    }
+
+    private LaneCq laneCq(Lane lane) {
+        return lane == Lane.CONTROL ? control : bulk;
     }
 
     boolean isClosed() {
@@ -473,8 +536,9 @@ public final class VerbsNode implements Node {
         return pd;
     }
 
-    IbvCQ cq() {
-        return cq;
+    /** The completion queue of a lane's channels. */
+    IbvCQ cq(Lane lane) {
+        return laneCq(lane).cq;
     }
 
     SendPool sendPool() {

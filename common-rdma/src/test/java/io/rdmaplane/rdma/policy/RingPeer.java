@@ -45,18 +45,20 @@ import java.util.zip.CRC32C;
  * {@code READY <rdma port> <tcp port>} and serves until stdin closes.
  * <li>{@code read BIND PEER RDMA_PORT TCP_PORT BLOCKS SIZE SEED}: a policy client on BIND; each
  * stdin line {@code round NAME} READs every block once through the policy layer, and fetches over
- * TCP (retrying until it gets through) each block whose READ fell back. It prints
+ * TCP (retrying until it gets through) each block whose READ fell back; {@code round NAME COUNT} the
+ * first COUNT blocks only. It prints
  * {@code PROGRESS NAME <delivered> <rdma|tcp>} per block, {@code STATE <class> <from>-><to>} per channel
  * state change, and at the end {@code ROUND NAME key=value ...}:
  * lost (blocks never delivered), duplicated (deliveries beyond one per block), wrong (blocks whose
  * bytes differ from the seed's), same (every byte of the landing region equals the seed's),
  * fallbacks, reconnects, reissued work and completion errors by status (the policy metrics' deltas),
- * the longest stall between two deliveries, and the threads and file descriptors after the round.
+ * the longest stall between two deliveries, and the threads (all, and the project's: named {@code rdma-*})
+ * and file descriptors after the round.
  * </ul>
  * Any failure prints {@code ERROR <message>} and exits 2.
  */
 public final class RingPeer {
-    private static final Duration ROUND_DEADLINE = Duration.ofSeconds(300);
+    private static final Duration ROUND_DEADLINE = Duration.ofSeconds(360);
 
     private RingPeer() {
     }
@@ -193,9 +195,10 @@ public final class RingPeer {
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             for (String line; (line = in.readLine()) != null; ) {
                 String[] words = line.trim().split("\\s+");
-                if (words.length == 2 && words[0].equals("round")) {
+                if (words.length == 3 && words[0].equals("round")) {
                     transitions.clear();
-                    say(round(words[1], client, peer, tcp, landing, blocks, size, expected, metrics, transitions, fetchers));
+                    int count = Math.min(blocks, Integer.parseInt(words[2]));
+                    say(round(words[1], client, peer, tcp, landing, count, size, expected, metrics, transitions, fetchers));
                 }
             }
         } finally {
@@ -272,13 +275,15 @@ public final class RingPeer {
         }
         byte[] got = new byte[blocks * size];
         landing.buffer().duplicate().get(got);
-        boolean same = java.util.Arrays.equals(got, expected);
+        boolean same = java.util.Arrays.equals(got, java.util.Arrays.copyOf(expected, blocks * size));
         Map<String, Long> moved = delta(before, counters(metrics));
         StringBuilder b = new StringBuilder("ROUND ").append(name).append(" blocks=").append(blocks).append(" lost=").append(lost)
                 .append(" duplicated=").append(duplicated).append(" wrong=").append(wrongBlocks).append(" same=").append(same)
                 .append(" tcp=").append(viaTcp.get()).append(" ms=").append((System.nanoTime() - started) / 1_000_000)
                 .append(" stallMs=").append(longestStall.get() / 1_000_000)
-                .append(" threads=").append(Thread.activeCount()).append(" fds=").append(openFds());
+                .append(" threads=").append(java.lang.management.ManagementFactory.getThreadMXBean().getThreadCount())
+                .append(" rdmaThreads=").append(Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().startsWith("rdma-")).count())
+                .append(" fds=").append(openFds());
         moved.forEach((k, v) -> b.append(' ').append(k).append('=').append(v));
         b.append(" transitions=").append(String.join(",", transitions));
         return b.toString();

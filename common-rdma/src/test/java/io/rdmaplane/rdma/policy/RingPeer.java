@@ -46,7 +46,8 @@ import java.util.zip.CRC32C;
  * <li>{@code read BIND PEER RDMA_PORT TCP_PORT BLOCKS SIZE SEED}: a policy client on BIND; each
  * stdin line {@code round NAME} READs every block once through the policy layer, and fetches over
  * TCP (retrying until it gets through) each block whose READ fell back; {@code round NAME COUNT} the
- * first COUNT blocks only. It prints
+ * first COUNT blocks only; {@code round NAME COUNT cached} READs at once with the last round's
+ * descriptors, asking nothing first (for a round that starts with the link already down). It prints
  * {@code PROGRESS NAME <delivered> <rdma|tcp>} per block, {@code STATE <class> <from>-><to>} per channel
  * state change, and at the end {@code ROUND NAME key=value ...}:
  * lost (blocks never delivered), duplicated (deliveries beyond one per block), wrong (blocks whose
@@ -192,13 +193,17 @@ public final class RingPeer {
              })) {
             MemoryRegion landing = node.register(ByteBuffer.allocateDirect(blocks * size), EnumSet.of(Access.LOCAL_WRITE));
             say("READY");
+            @SuppressWarnings("unchecked")
+            List<RemoteBlock>[] table = new List[1]; // the last round's descriptors, for a round that must not ask first
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             for (String line; (line = in.readLine()) != null; ) {
                 String[] words = line.trim().split("\\s+");
-                if (words.length == 3 && words[0].equals("round")) {
+                if (words.length >= 3 && words[0].equals("round")) {
                     transitions.clear();
                     int count = Math.min(blocks, Integer.parseInt(words[2]));
-                    say(round(words[1], client, peer, tcp, landing, count, size, expected, metrics, transitions, fetchers));
+                    boolean cached = words.length == 4 && words[3].equals("cached") && table[0] != null;
+                    say(round(words[1], client, peer, tcp, landing, count, size, expected, metrics, transitions, fetchers,
+                            cached ? table[0] : null, table));
                 }
             }
         } finally {
@@ -207,8 +212,8 @@ public final class RingPeer {
     }
 
     private static String round(String name, PolicyClient client, InetSocketAddress peer, InetSocketAddress tcp, MemoryRegion landing,
-            int blocks, int size, byte[] expected, PolicyMetrics metrics, List<String> transitions, ExecutorService fetchers)
-            throws Exception {
+            int blocks, int size, byte[] expected, PolicyMetrics metrics, List<String> transitions, ExecutorService fetchers,
+            List<RemoteBlock> known, List<RemoteBlock>[] lastTable) throws Exception {
         Map<String, Long> before = counters(metrics);
         long started = System.nanoTime();
         ByteBuffer zero = landing.buffer().duplicate();
@@ -216,7 +221,7 @@ public final class RingPeer {
             zero.put((byte) 0);
         }
         // A connection that failed in the last round is rebuilt after one reconnect cap: ask until it answers.
-        List<RemoteBlock> table = null;
+        List<RemoteBlock> table = known;
         long deadline = started + ROUND_DEADLINE.toNanos();
         while (table == null) {
             try {
@@ -229,6 +234,7 @@ public final class RingPeer {
                 Thread.sleep(500); // paces the retries of a peer still failed from the last round; not a synchronisation
             }
         }
+        lastTable[0] = table;
         AtomicIntegerArray delivered = new AtomicIntegerArray(blocks);
         AtomicIntegerArray wrong = new AtomicIntegerArray(blocks);
         AtomicLong viaTcp = new AtomicLong();

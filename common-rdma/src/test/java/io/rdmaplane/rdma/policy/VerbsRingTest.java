@@ -43,6 +43,8 @@ class VerbsRingTest {
     private static VmHostJvm reader;
     /** The baseline round's report: the project's threads and the open files every later round must return to. */
     private static Map<String, String> baseline;
+    /** Where the current round's lines start in the reader's output. */
+    private static int roundStart;
     private static final List<String> TABLE = new ArrayList<>();
 
     @BeforeAll
@@ -109,16 +111,22 @@ class VerbsRingTest {
     @Test
     @Order(3)
     void linkDownUntilTheQpIsRebuiltFlushesAndReissuesWithNoFallback() throws Exception {
+        // The link goes down first and the round posts its READs at once (with the descriptors it has): under load
+        // a cut after the first blocks came too late once (the 24 blocks were all in within 8 s). The READs sit on
+        // the dead link; past the detection window the data channel is torn down (its QP's work flushed) and rebuilt.
         int from = reader.lines.size();
-        Map<String, String> r = round("link down until reconnecting", BLOCKS, () -> {
-            linkDown();
-            try {
-                // Past the detection window: the data channel is torn down (its QP's work flushed) and rebuilt.
-                reader.awaitLine(l -> l.startsWith("STATE DATA ") && l.endsWith("->RECONNECTING"), from, "the data channel reconnecting");
-            } finally {
+        reader.send("round prime 1"); // the descriptors, and both channels READY, before the cut
+        reader.awaitLine("ROUND prime ", from);
+        linkDown();
+        Map<String, String> r;
+        try {
+            r = round("link down until reconnecting", BLOCKS, true, () -> {
+                reader.awaitLine(l -> l.startsWith("STATE DATA ") && l.endsWith("->RECONNECTING"), roundStart, "the data channel reconnecting");
                 linkUp();
-            }
-        });
+            });
+        } finally {
+            linkUp(); // again when the round failed (a link already up stays up)
+        }
         assertTrue(number(r, "rdma.reconnects") >= 1, () -> "the channel was rebuilt: " + r);
         assertTrue(number(r, "rdma.reissued") >= 1, () -> "work flushed by the broken QP went out again: " + r);
         assertEquals("0", r.get("tcp"), () -> "reconnected within the attempts: no fallback: " + r);
@@ -170,10 +178,21 @@ class VerbsRingTest {
      * byte the seed's. Returns the round's report.
      */
     private static Map<String, String> round(String name, int blocks, Fault fault) throws Exception {
+        return round(name, blocks, false, fault);
+    }
+
+    /**
+     * As {@link #round(String, int, Fault)}; with {@code linkAlreadyDown} the round READs with the last round's
+     * descriptors and {@code fault} (what ends the fault) starts at once, watching the lines from the round's start.
+     */
+    private static Map<String, String> round(String name, int blocks, boolean linkAlreadyDown, Fault fault) throws Exception {
         String id = name.replaceAll("[^A-Za-z0-9]+", "-");
         int from = reader.lines.size();
-        reader.send("round " + id + " " + blocks);
-        reader.awaitLine("PROGRESS " + id + " 2 ", from);
+        roundStart = from;
+        reader.send("round " + id + " " + blocks + (linkAlreadyDown ? " cached" : ""));
+        if (!linkAlreadyDown) {
+            reader.awaitLine("PROGRESS " + id + " 2 ", from);
+        }
         fault.inject();
         Map<String, String> r = parse(reader.awaitLine("ROUND " + id + " ", from));
         TABLE.add(String.format(Locale.ROOT, "%-28s %8s %10s %5s %5s %5s %5s %5s %7s %7s %s", name.length() > 28 ? name.substring(0, 28) : name,

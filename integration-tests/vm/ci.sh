@@ -2,7 +2,8 @@
 # The Soft-RoCE ring of the test command, in the QEMU VM, on Debian unstable's kernel (7.2, the
 # default guest kernel): the smoke checks (devices, rping, perftest, and across a cluster of 3
 # network namespaces with a link cut and restored), the verbs provider's conformance suite (with
-# the cluster's JVM-per-namespace tests), the doctor (healthy verdict and a peer READ over verbs),
+# the cluster's JVM-per-namespace tests), the VM ring (link faults and netem under in-flight READs
+# between two of the cluster's hosts), the doctor (healthy verdict and a peer READ over verbs),
 # a small Spark shuffle over verbs (RdmaShuffleManager in local-cluster mode), HDFS over verbs
 # across the cluster (NameNode and client, two DataNodes with the plug-in, one per namespace); then the
 # conformance suite once more on Debian 12's 6.1 (the oldest kernel users have: file mappings
@@ -26,6 +27,7 @@ step() { # KERNEL SCRIPT [ARG...]
 }
 step unstable smoke.sh --hosts 3
 step unstable verbs-conformance.sh --no-build --hosts 3
+step unstable verbs-conformance.sh --no-build --ring --hosts 2
 step unstable doctor.sh --no-build
 step unstable spark-verbs.sh --no-build
 step unstable hdfs-verbs.sh --no-build

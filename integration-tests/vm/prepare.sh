@@ -40,8 +40,9 @@ esac
 # Modules the guest loads, in this order (dependencies are added in front by modprobe).
 # crc32_generic (6.1): rxe's ICRC uses the "crc32" crypto hash; without it `rdma link add` fails
 # with ENOENT. 7.2 has no such module and needs none (OPTIONAL: skipped where the kernel lacks it).
-# virtio_rng feeds the guest's entropy pool (the JVM reads /dev/random). bridge: --hosts.
-MODULES=(virtio_pci virtio_rng 9pnet_virtio 9p overlay crc32_generic veth bridge
+# virtio_rng feeds the guest's entropy pool (the JVM reads /dev/random). bridge: --hosts. sch_netem:
+# tc netem (loss, delay, reordering) on a cluster link, for VerbsRingTest (the host kernel lacks it).
+MODULES=(virtio_pci virtio_rng 9pnet_virtio 9p overlay crc32_generic veth bridge sch_netem
   ib_core ib_uverbs ib_cm iw_cm rdma_cm rdma_ucm rdma_rxe)
 OPTIONAL_MODULES=" crc32_generic "
 

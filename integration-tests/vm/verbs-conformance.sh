@@ -2,11 +2,13 @@
 # The verbs provider's conformance suite (VerbsConformanceTest, plus the verbs-only checks of
 # VerbsOnRxeTest) and the data-plane attacks of DataPlaneAuthTest (run on tcp and verbs) over real
 # verbs: Soft-RoCE (rxe0 <-> rxe1) inside the QEMU VM of run.sh; with run.sh's --hosts 3 also
-# VerbsClusterTest (JVMs in the cluster's namespaces; skipped without it).
+# VerbsClusterTest (JVMs in the cluster's namespaces; skipped without it). With --ring, only the
+# VM ring instead: VerbsRingTest (link faults and netem under in-flight READs, run.sh --hosts 2+).
 #
-#   bash integration-tests/vm/verbs-conformance.sh [--no-build] [--test NAME] [run.sh options]
+#   bash integration-tests/vm/verbs-conformance.sh [--no-build] [--ring] [--test NAME] [run.sh options]
 #
 #   --no-build    reuse common-rdma/target as built (e.g. by an earlier `mvn verify`)
+#   --ring        run VerbsRingTest only (the fault ring between the cluster's hosts)
 #   --test NAME   run the test methods matching NAME only (a regex, e.g. readsOfEverySizeArriveIntact)
 #   run.sh options (--timeout, --cpus, --mem, ...) are passed on.
 #
@@ -23,6 +25,7 @@ suite=io.rdmaplane.rdma.provider.verbs.VerbsConformanceTest
 extra=io.rdmaplane.rdma.provider.verbs.VerbsOnRxeTest # verbs-only checks: file mappings, credits, busy polling
 attacks=io.rdmaplane.rdma.policy.DataPlaneAuthTest # the data plane refuses outsiders, per provider
 cluster=io.rdmaplane.rdma.provider.verbs.VerbsClusterTest # between the hosts of --hosts N
+ring=io.rdmaplane.rdma.policy.VerbsRingTest # --ring: link faults between the hosts of --hosts N
 log() { echo "verbs-conformance: $*" >&2; }
 RDMA_VM_PROG=verbs-conformance
 # shellcheck source=lib.sh
@@ -36,6 +39,7 @@ if [ "${1:-}" = --in-vm ]; then
   reports=${RDMA_VM_RESULTS:-/tmp}/junit
   mkdir -p "$reports"
   select=(--select-class "$suite" --select-class "$extra" --select-class "$attacks" --select-class "$cluster")
+  [ "$VC_RING" = 1 ] && select=(--select-class "$ring")
   export RDMA_VM_TEST_CLASSPATH=$VC_CLASSPATH   # for the JVMs VerbsClusterTest starts in the namespaces
   [ -n "$VC_TEST" ] && select+=(--include-methodname ".*[#.]$VC_TEST(\(.*\))?")
   log "kernel $(uname -r); java $(java -version 2>&1 | head -1); devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
@@ -50,11 +54,13 @@ fi
 
 # ---------------------------------------------------------------- on the host
 build=1
+ring_only=0
 test_name=""
 run_opts=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0; shift ;;
+    --ring) ring_only=1; shift ;;
     --test) test_name=${2:?--test needs a method name}; shift 2 ;;
     *) run_opts+=("$1"); shift ;;
   esac
@@ -93,6 +99,7 @@ classpath="$root/common-rdma/target/test-classes:$root/common-rdma/target/classe
   printf 'VC_LAUNCHER=%q\n' "$launcher"
   printf 'VC_CLASSPATH=%q\n' "$classpath"
   printf 'VC_TEST=%q\n' "$test_name"
+  printf 'VC_RING=%q\n' "$ring_only"
 } > "$work/plan.sh"
 
 rm -rf "$work/results"

@@ -157,6 +157,9 @@ final class PeerChannel {
         Status status = cause == null ? Status.SUCCESS
                 : cause instanceof TransportException t ? t.status() : null;
         boolean finalFailure = false;
+        if (status != null && status != Status.SUCCESS) {
+            metrics.completionError(status);
+        }
         synchronized (this) {
             inFlight--;
             if (cause == null) {
@@ -174,6 +177,7 @@ final class PeerChannel {
                 finalFailure = true;
             } else {
                 waiting.addFirst(work); // flushed by a broken channel: goes out again on the next one
+                metrics.reissued();
             }
         }
         if (cause == null) {

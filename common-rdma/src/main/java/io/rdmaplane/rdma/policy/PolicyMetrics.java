@@ -99,6 +99,19 @@ public final class PolicyMetrics {
         connectionsRefused.inc();
     }
 
+    /**
+     * A READ or send completed with an error: {@code rdma.completion.<status>} (a verbs QP in the error state
+     * shows as {@code flushed} for the work it held).
+     */
+    void completionError(io.rdmaplane.rdma.provider.Status status) {
+        registry.counter("rdma.completion." + status.name().toLowerCase(Locale.ROOT)).inc();
+    }
+
+    /** Work a broken channel gave back goes out again on the next one (READs are idempotent). */
+    void reissued() {
+        registry.counter("rdma.reissued").inc();
+    }
+
     void requestRetry() {
         requestRetries.inc();
     }

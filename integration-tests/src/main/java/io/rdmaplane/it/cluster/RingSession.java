@@ -260,7 +260,9 @@ public final class RingSession implements AutoCloseable {
             }
             resources.append(e.getKey()).append(": ").append(b.get("threads")).append("->").append(e.getValue().get("threads")).append(", ")
                     .append(b.get("fds")).append("->").append(e.getValue().get("fds")).append(", ").append(registered(b)).append("->")
-                    .append(registered(e.getValue())).append("; ");
+                    .append(registered(e.getValue()));
+            String grown = RingJob.threadsGrown(b.get("threadNames"), e.getValue().get("threadNames"));
+            resources.append(grown.isEmpty() ? "" : " (threads: " + grown + ")").append("; ");
         }
         return new Row(fault, ok, detail.toString().trim(), r.millis(), r.millis() - clean.millis(), recovered,
                 deltaMatching(before, after, "_to_suspect"), delta(before, after, "rdma.reconnects"),

@@ -3,14 +3,10 @@ package io.rdmaplane.rdma.provider.verbs;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.rdma.testing.RdmaVmOnly;
 import io.rdmaplane.rdma.testing.Skip;
-import java.io.BufferedReader;
+import io.rdmaplane.rdma.testing.VmHostJvm;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.lang.management.ManagementFactory;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -18,8 +14,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -38,7 +32,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class VerbsClusterTest {
     private static final Duration WAIT = Duration.ofSeconds(180);
     private static final String[] COUNTERS = {"sent_pkts", "rcvd_pkts"};
-    private final List<Process> processes = new ArrayList<>();
+    private final List<VmHostJvm> processes = new ArrayList<>();
 
     @BeforeEach
     void needsACluster() {
@@ -49,11 +43,8 @@ class VerbsClusterTest {
 
     @AfterEach
     void stopProcesses() throws InterruptedException {
-        for (Process p : processes) {
-            p.destroy();
-            if (!p.waitFor(30, TimeUnit.SECONDS)) {
-                p.destroyForcibly();
-            }
+        for (VmHostJvm p : processes) {
+            p.close();
         }
     }
 
@@ -62,9 +53,9 @@ class VerbsClusterTest {
         int size = 1 << 20;
         long seed = 12;
         Map<String, Long> before = counters();
-        Peer server = start(1, "serve", host(1, "ADDR"), Long.toString(seed), Integer.toString(size));
+        VmHostJvm server = start(1, "serve", host(1, "ADDR"), Long.toString(seed), Integer.toString(size));
         String[] ready = server.awaitLine("READY ").split(" ");
-        Peer reader = start(2, "read", host(2, "ADDR"), host(1, "ADDR"), ready[1], ready[2], ready[3],
+        VmHostJvm reader = start(2, "read", host(2, "ADDR"), host(1, "ADDR"), ready[1], ready[2], ready[3],
                 Integer.toString(size), Long.toString(seed));
         assertEquals(0, reader.exitCode(), reader::describe);
         assertTrue(reader.lines.contains("READ-OK " + size), reader::describe);
@@ -88,16 +79,14 @@ class VerbsClusterTest {
         // host3 names host1's address: rxe-host1 is visible in host3's namespace, but RDMA-CM binds
         // only addresses of the caller's namespace, so the node refuses to open any device.
         String foreign = host(1, "ADDR");
-        Peer intruder = start(3, "read", foreign, host(2, "ADDR"), "1", "0", "0", "4096", "1");
+        VmHostJvm intruder = start(3, "read", foreign, host(2, "ADDR"), "1", "0", "0", "4096", "1");
         assertEquals(2, intruder.exitCode(), intruder::describe);
         String error = intruder.lines.stream().filter(l -> l.startsWith("ERROR ")).findFirst().orElse("");
         assertTrue(error.contains("no RDMA device serves " + foreign), intruder::describe);
     }
 
     private static String host(int index, String what) {
-        String value = System.getenv("RDMA_VM_HOST" + index + "_" + what);
-        assertTrue(value != null && !value.isEmpty(), "RDMA_VM_HOST" + index + "_" + what + " is not set (run.sh --hosts)");
-        return value;
+        return VmHostJvm.host(index, what);
     }
 
     /** The packet counters of every rxe device, as the kernel keeps them. */
@@ -121,76 +110,10 @@ class VerbsClusterTest {
         return moved;
     }
 
-    /** A ClusterPeer JVM in host {@code index}'s namespace, with this JVM's flags and the test class path. */
-    private Peer start(int index, String... args) throws IOException {
-        String classpath = System.getenv("RDMA_VM_TEST_CLASSPATH");
-        if (classpath == null || classpath.isEmpty()) {
-            classpath = System.getProperty("java.class.path");
-        }
-        List<String> command = new ArrayList<>(List.of("ip", "netns", "exec", host(index, "NS"),
-                Path.of(System.getProperty("java.home"), "bin", "java").toString()));
-        command.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());
-        command.addAll(List.of("-cp", classpath, ClusterPeer.class.getName()));
-        command.addAll(List.of(args));
-        Path err = Files.createTempFile("cluster-peer-host" + index + "-", ".err");
-        Process process = new ProcessBuilder(command).redirectError(err.toFile()).start();
-        processes.add(process);
-        return new Peer("host" + index + " " + String.join(" ", args), process, err);
-    }
-
-    /** A started peer: its stdout lines as they come, its stderr in a file. */
-    private static final class Peer {
-        final String name;
-        final Process process;
-        final Path stderr;
-        final List<String> lines = new CopyOnWriteArrayList<>();
-
-        Peer(String name, Process process, Path stderr) {
-            this.name = name;
-            this.process = process;
-            this.stderr = stderr;
-            Thread reader = new Thread(() -> {
-                try (BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
-                    for (String line; (line = in.readLine()) != null; ) {
-                        lines.add(line);
-                    }
-                } catch (IOException e) {
-                    lines.add("(stdout unreadable: " + e + ")");
-                }
-            }, "cluster-peer-stdout");
-            reader.setDaemon(true);
-            reader.start();
-        }
-
-        String awaitLine(String prefix) {
-            return Polling.waitFor(() -> {
-                for (String l : lines) {
-                    if (l.startsWith(prefix)) {
-                        return l;
-                    }
-                }
-                if (!process.isAlive()) {
-                    throw new AssertionError(name + " ended before printing '" + prefix + "': " + describe());
-                }
-                return null;
-            }, WAIT, () -> "'" + prefix + "' from " + describe());
-        }
-
-        int exitCode() throws InterruptedException {
-            Polling.waitUntil(() -> !process.isAlive(), WAIT, () -> name + " to finish: " + describe());
-            return process.exitValue();
-        }
-
-        String describe() {
-            String tail;
-            try {
-                List<String> err = Files.readAllLines(stderr);
-                tail = String.join("\n  ", err.subList(Math.max(0, err.size() - 30), err.size()));
-            } catch (IOException e) {
-                tail = e.toString();
-            }
-            return name + " (" + (process.isAlive() ? "running" : "exit " + process.exitValue()) + "), stdout " + lines
-                    + ", stderr's last lines:\n  " + tail;
-        }
+    /** A ClusterPeer JVM in host {@code index}'s namespace. */
+    private VmHostJvm start(int index, String... args) throws IOException {
+        VmHostJvm peer = VmHostJvm.start(index, ClusterPeer.class, WAIT, args);
+        processes.add(peer);
+        return peer;
     }
 }

@@ -30,6 +30,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -211,27 +212,76 @@ class DataPlaneAuthTest {
         assertRefused(again.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0));
     }
 
-    @Test
-    void aReadWithAnotherPeersValidRkeyIsRefusedWithOrWithoutASecret() throws Exception {
-        // tcp only: on verbs a key is not bound to its peer yet (memory windows bound to the peer's QP are not built),
-        // so another authenticated data channel holding the rkey READs the region there.
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aReadWithAnotherPeersValidRkeyIsRefusedWithOrWithoutASecret(TestTransport on) throws Exception {
+        // tcp checks each READ against the session's grants; verbs binds the key (a type 2 memory window) to the
+        // granted peer's data QP, and the region's own rkey READs nothing remotely.
         for (byte[] secret : new byte[][] {SECRET, null}) {
             closeAll();
-            PolicyFixture f = open(TestTransport.TCP, secret);
-            RemoteBlock block = f.exposeBlock(SIZE, 6); // granted to the fixture's own client
+            PolicyFixture f = open(on, secret);
+            assumeKeysPerPeer(f);
+            MemoryRegion region = seededForGrants(f, 6);
+            int crc = PolicyFixture.crc(region.buffer());
             UUID owner = UUID.randomUUID();
-            f.server.grants(owner).grant(block.rkey());
-            Outsider other = connect(f, ConnectRequest.OPEN);
-            handshake(other, TrafficClass.DATA, UUID.randomUUID(), secret);
-            assertRefused(other.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+            int key = f.server.grants(owner).grant(region, Long.MAX_VALUE);
+            Outsider granted = connect(f, proven(secret, TrafficClass.DATA));
+            handshake(granted, TrafficClass.DATA, owner, secret); // verbs: the window is bound to this QP before READY
 
-            Outsider granted = connect(f, ConnectRequest.OPEN);
-            handshake(granted, TrafficClass.DATA, owner, secret);
-            granted.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
-            assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer it was granted to READs it");
+            Outsider other = connect(f, proven(secret, TrafficClass.DATA));
+            handshake(other, TrafficClass.DATA, UUID.randomUUID(), secret);
+            assertRefused(other.channel.read(region.address(), key, SIZE, attackerLanding, 0));
+            if (verbs()) {
+                Outsider byRegionKey = connect(f, proven(secret, TrafficClass.DATA));
+                handshake(byRegionKey, TrafficClass.DATA, owner, secret); // even as the owner, on another QP
+                assertRefused(byRegionKey.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0));
+            }
+
+            granted.channel.read(region.address(), key, SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+            assertEquals(crc, PolicyFixture.crc(attackerLanding.buffer()), "the peer it was granted to READs it");
             attackerLanding.buffer().put(new byte[SIZE]);
         }
         fixture = null;
+    }
+
+    @Test
+    void aMemoryWindowReadsNothingOnceItsPeersSessionEnded() throws Exception {
+        // verbs only: tcp keeps a peer's grants across its sessions (a reconnected peer READs on), a window dies with its QP.
+        PolicyFixture f = open(TestTransport.VERBS, SECRET);
+        assumeKeysPerPeer(f);
+        MemoryRegion region = seededForGrants(f, 7);
+        int crc = PolicyFixture.crc(region.buffer());
+        UUID owner = UUID.randomUUID();
+        int key = f.server.grants(owner).grant(region, Long.MAX_VALUE);
+        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA));
+        handshake(data, TrafficClass.DATA, owner, SECRET);
+        data.channel.read(region.address(), key, SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        assertEquals(crc, PolicyFixture.crc(attackerLanding.buffer()), "the session READs through its window");
+        attackerLanding.buffer().put(new byte[SIZE]);
+
+        data.channel.close(); // the peer's only channel: its session ends
+        Polling.waitUntil(() -> f.server.grants(owner).size() == 0, Duration.ofSeconds(WAIT), "the window revoked with the session");
+        assertNotEquals(key, region.rkey());
+        Outsider again = connect(f, proven(SECRET, TrafficClass.DATA));
+        handshake(again, TrafficClass.DATA, owner, SECRET); // the same peer, a new session: the old key is gone
+        assertRefused(again.channel.read(region.address(), key, SIZE, attackerLanding, 0));
+        assertEquals(true, region.isValid(), "the region itself stays registered");
+    }
+
+    /** On verbs, skips loudly unless the server's device binds type 2 memory windows (else keys are per region). */
+    private void assumeKeysPerPeer(PolicyFixture f) {
+        String binding = f.serverNode.keyBinding();
+        if (verbs() && !binding.startsWith("per peer")) {
+            System.err.println("SKIPPED (loudly): keys are " + binding + " on this device, not bound per peer");
+            Assumptions.abort("keys are " + binding);
+        }
+    }
+
+    /** SIZE seeded bytes on the server, registered for grants (verbs: READ through memory windows only). */
+    private static MemoryRegion seededForGrants(PolicyFixture f, long seed) throws TransportException {
+        byte[] bytes = new byte[SIZE];
+        new java.util.Random(seed).nextBytes(bytes);
+        return f.serverNode.registerForGrants(ByteBuffer.allocateDirect(SIZE).put(bytes).flip());
     }
 
     @ParameterizedTest

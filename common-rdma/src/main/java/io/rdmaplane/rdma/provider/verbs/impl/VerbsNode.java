@@ -14,6 +14,7 @@ import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.ConnectRequest;
 import io.rdmaplane.rdma.provider.Lane;
+import io.rdmaplane.rdma.provider.PeerKey;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeArguments;
@@ -63,6 +64,7 @@ public final class VerbsNode implements Node {
     private static final AtomicInteger NODE_IDS = new AtomicInteger();
     private static final AtomicInteger CHANNEL_IDS = new AtomicInteger();
     private static final AtomicBoolean KEYS_LOGGED = new AtomicBoolean();
+    private static final AtomicBoolean WINDOWS_LOGGED = new AtomicBoolean();
 
     final NodeOptions options;
     private final String name;
@@ -75,6 +77,8 @@ public final class VerbsNode implements Node {
     private final int cqCapacity;
     private final AtomicInteger cqFree;
     private final SendPool sendPool;
+    /** Type 2 memory windows the device holds; 0: it binds none, and keys are per region. */
+    private final int type2Windows;
     private final CmEventLoop cm;
     private final CompletionPoller poller;
     private final Map<Integer, VerbsChannel> channels = new ConcurrentHashMap<>();
@@ -144,12 +148,31 @@ public final class VerbsNode implements Node {
         // A few entries stay spare for completions of QPs destroyed but not yet drained.
         this.cqFree = new AtomicInteger(cqCapacity - 64);
         this.sendPool = new SendPool(pd, options.maxMessageSize() + Frames.HEADER);
+        this.type2Windows = windowsOf(context);
         this.cm = new CmEventLoop(this, events, Math.toIntExact(options.verbs().cmTick().toMillis()));
         this.poller = new CompletionPoller(this, cq, completionChannel, options.verbs().busyPollCompletions());
         cm.start();
         poller.start();
         LOG.debug("{} on {} ({} CQ entries, {} completions)", name, options.bindAddress(), cqCapacity,
                 options.verbs().busyPollCompletions() ? "busy-polled" : "event-driven");
+    }
+
+    /** The device's type 2 memory windows (0: none, keys are per region), logged once per process when there are none. */
+    private static int windowsOf(IbvContext context) {
+        int n;
+        String why;
+        try {
+            n = NativeMw.type2Windows(context);
+            why = "the device reports no type 2 memory window (ibv_query_device)";
+        } catch (IOException | RuntimeException | LinkageError e) {
+            n = 0;
+            why = "querying memory windows failed: " + e;
+        }
+        if (n == 0 && WINDOWS_LOGGED.compareAndSet(false, true)) {
+            LOG.warn("verbs: {}; a READ key is the memory region's own rkey, which any authenticated data channel that knows it"
+                    + " can READ with (keys are per region, not per peer)", why);
+        }
+        return n;
     }
 
     /** An id bound to the bind address (or, for a wildcard, the first local IPv4 address an RDMA device serves). */
@@ -190,10 +213,44 @@ public final class VerbsNode implements Node {
     @Override
     public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
         NodeArguments.checkRegister(buffer, access);
+        return register(buffer, access, Verbs.accessFlags(access), false);
+    }
+
+    /**
+     * With type 2 memory windows: REMOTE_READ memory registered MW_BIND only, so that the region's own
+     * rkey READs nothing and each peer READs through its own window ({@link #peerKey}). Without them:
+     * {@link #register(ByteBuffer)}.
+     */
+    @Override
+    public MemoryRegion registerForGrants(ByteBuffer buffer) throws TransportException {
+        Set<Access> access = Set.of(Access.REMOTE_READ);
+        NodeArguments.checkRegister(buffer, access);
+        if (type2Windows == 0 || buffer.isReadOnly()) {
+            // MW_BIND pins for write (ib_access_writable), which a read-only file mapping refuses: per region there.
+            return register(buffer, access);
+        }
+        return register(buffer, access, Verbs.windowedAccessFlags(), true);
+    }
+
+    /** A type 2 window over the region, bound later to one channel, for a region registered for grants. */
+    @Override
+    public PeerKey peerKey(MemoryRegion region) throws TransportException {
+        if (!(region instanceof VerbsRegion verbs) || verbs.node() != this || !verbs.windowed()) {
+            return PeerKey.ofRegion(region);
+        }
+        return verbs.newWindow();
+    }
+
+    @Override
+    public String keyBinding() {
+        return type2Windows > 0 ? "per peer (type 2 memory windows bound to the peer's QP; the device holds " + type2Windows + ")"
+                : "per region (the device binds no type 2 memory window: a key is the MR's own rkey, which any data channel READs with)";
+    }
+
+    private MemoryRegion register(ByteBuffer buffer, Set<Access> access, int flags, boolean windowed) throws TransportException {
         ByteBuffer memory = buffer.slice();
         long address = Verbs.address(memory);
         // Read-only memory (a file mapping) is pinned without write access: no LOCAL_WRITE flag.
-        int flags = Verbs.accessFlags(access);
         synchronized (registerLock) {
             if (closed.get()) {
                 throw new TransportException(Status.FLUSHED, name + " is closed");
@@ -206,7 +263,7 @@ public final class VerbsNode implements Node {
                         + " bytes at 0x" + Long.toHexString(address) + " with " + access + " failed: " + e.getMessage()
                         + registrationHint(memory, e), e);
             }
-            VerbsRegion region = new VerbsRegion(this, memory, address, mr, Set.copyOf(access));
+            VerbsRegion region = new VerbsRegion(this, memory, address, mr, Set.copyOf(access), windowed);
             regions.add(region);
             registrations.incrementAndGet();
             return region;

@@ -78,6 +78,7 @@ public final class WindowCostBench {
                 return;
             }
 
+            revokeAfterDisconnect(server, client, accepted, windowed);
             ByteBuffer memory = seeded(bytes);
             for (int round = 0; round < 2; round++) { // round 0 warms up
                 int n = round == 0 ? Math.max(10, iterations / 10) : iterations;
@@ -98,6 +99,32 @@ public final class WindowCostBench {
                             n, bytes, mw / 1e3 / n, mr / 1e3 / n);
                     System.out.printf(Locale.ROOT, "mw-bind: bind+inval/reg_mr = %.2fx (goal <= 1.00)%n", (double) mw / mr);
                 }
+            }
+        }
+    }
+
+    /** How long revoking a window takes once its QP's peer disconnected (a peer's session ending). */
+    static void revokeAfterDisconnect(Node server, Node client, BlockingQueue<Channel> accepted, MemoryRegion windowed)
+            throws Exception {
+        Channel mine = client.connect(server.localAddress(), 16, new ChannelHandler() { }).get(WAIT, TimeUnit.SECONDS);
+        Channel atServer = accepted.poll(WAIT, TimeUnit.SECONDS);
+        PeerKey key = server.peerKey(windowed);
+        key.bindTo(atServer).get(WAIT, TimeUnit.SECONDS);
+        mine.close();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT);
+        while (atServer.isOpen() && System.nanoTime() < deadline) {
+            Thread.sleep(10); // a diagnostic, not a test
+        }
+        long t0 = System.nanoTime();
+        Thread revoker = new Thread(key::revoke, "revoker");
+        revoker.setDaemon(true);
+        revoker.start();
+        revoker.join(TimeUnit.SECONDS.toMillis(WAIT));
+        System.out.printf(Locale.ROOT, "mw-bind: revoke after the peer disconnected (server channel open: %s): %s%n", atServer.isOpen(),
+                revoker.isAlive() ? "STUCK for " + WAIT + " s" : String.format(Locale.ROOT, "%.1f ms", (System.nanoTime() - t0) / 1e6));
+        if (revoker.isAlive()) {
+            for (StackTraceElement e : revoker.getStackTrace()) {
+                System.out.println("mw-bind:     at " + e);
             }
         }
     }

@@ -308,8 +308,8 @@ public final class VerbsNode implements Node {
             localAddress = cm.call(() -> cm.listen(options.bindAddress()));
             LOG.debug("{} listening on {}", name, localAddress);
             if (KEYS_LOGGED.compareAndSet(false, true)) {
-                LOG.info("verbs: peers READ by the rkeys of per-region memory regions, not bound to a peer (memory windows"
-                        + " bound to the peer's QP are not used); a connect is admitted or refused before its QP exists");
+                LOG.info("verbs: READ keys of memory registered for grants are bound {}; a connect is admitted or refused"
+                        + " before its QP exists", keyBinding());
             }
         } catch (Exception e) {
             this.acceptor = null;

@@ -124,6 +124,8 @@ final class VerbsChannel extends AbstractChannel {
     private final ArrayDeque<Op> waiting = new ArrayDeque<>();
     /** BIND_MW work requests waiting for a control slot, in order. */
     private final ArrayDeque<Op> bindsWaiting = new ArrayDeque<>();
+    /** Windows bound (or being bound) on this QP: deallocated when the channel closes, before its QP is disconnected. */
+    private final List<VerbsWindow> windows = new ArrayList<>();
     private int credits;
     private int sqFree;
     private int toReturn;
@@ -309,6 +311,7 @@ final class VerbsChannel extends AbstractChannel {
             VerbsRegion region = window.region();
             op.index = slot;
             ops[slot] = op;
+            windows.add(window);
             int rc;
             try {
                 rc = NativeMw.postBind(qp, window.handle(), region.mr(), region.address(), region.length(), window.rkey(),
@@ -801,6 +804,7 @@ final class VerbsChannel extends AbstractChannel {
      * QP and id are destroyed later by the CM thread, once the peer acknowledged the disconnect.
      */
     void terminate(TransportException cause, Op culprit, Status others) {
+        revokeWindows();
         List<Op> failing = new ArrayList<>();
         synchronized (this) {
             if (state == State.CLOSED) {
@@ -845,6 +849,24 @@ final class VerbsChannel extends AbstractChannel {
             }
             return failing.size() + (culprit != null ? 1 : 0);
         });
+    }
+
+    /**
+     * Deallocates the windows bound on this QP while it is still connected: they serve this QP only,
+     * so they are dead with it anyway. Outside this lock (a window is locked before its channel).
+     */
+    private void revokeWindows() {
+        List<VerbsWindow> bound;
+        synchronized (this) {
+            if (windows.isEmpty()) {
+                return;
+            }
+            bound = new ArrayList<>(windows);
+            windows.clear();
+        }
+        for (VerbsWindow window : bound) {
+            window.revoke();
+        }
     }
 
     /**

@@ -10,11 +10,9 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 lines=("$@")
-# With no argument: the lines that pass here in full (the default one is tested by mvn -B verify). Not yet:
-# spark4.2_2.13 (Spark 4.2's own module options include --sun-misc-unsafe-memory-access=allow, which Java 17
-# refuses, so JvmModuleFlagsTest fails on 17) and hadoop3.3 (MiniDFSCluster 3.3.6 needs commons-logging's
-# Log4JLogger, missing from that profile's test class path).
-[ ${#lines[@]} -gt 0 ] || lines=(spark3.5_2.12 spark3.5_2.13 spark4.1_2.13)
+# With no argument: every profile's line, in the pom's order (LinesTableTest checks that; the default line is
+# tested by mvn -B verify).
+[ ${#lines[@]} -gt 0 ] || lines=(spark3.5_2.12 spark3.5_2.13 spark4.1_2.13 spark4.2_2.13 hadoop3.3)
 # The shuffle manager's unit tests on each line, less LocalClusterRdmaTest (SparkLineCoreJobsTest runs the
 # same local-cluster proof over more jobs) and the verbs test (it needs the VM).
 spark_unit='io.rdmaplane.spark.**.*Test,!LocalClusterRdmaTest,!VerbsLocalClusterTest'

@@ -3,7 +3,8 @@
 # default guest kernel): the smoke checks (devices, rping, perftest, and across a cluster of 3
 # network namespaces with a link cut and restored), the verbs provider's conformance suite (with
 # the cluster's JVM-per-namespace tests), the doctor (healthy verdict and a peer READ over verbs),
-# a small Spark shuffle over verbs (RdmaShuffleManager in local-cluster mode); then the
+# a small Spark shuffle over verbs (RdmaShuffleManager in local-cluster mode), HDFS over verbs
+# across the cluster (NameNode and client, two DataNodes with the plug-in, one per namespace); then the
 # conformance suite once more on Debian 12's 6.1 (the oldest kernel users have: file mappings
 # take the copy path there). Run after `mvn -B verify`, which built what the VM runs. Every step
 # runs even when an earlier one failed; each one's time and the total are printed.
@@ -27,6 +28,7 @@ step unstable smoke.sh --hosts 3
 step unstable verbs-conformance.sh --no-build --hosts 3
 step unstable doctor.sh --no-build
 step unstable spark-verbs.sh --no-build
+step unstable hdfs-verbs.sh --no-build
 step bookworm verbs-conformance.sh --no-build
 for t in "${times[@]}"; do echo "vm/ci: $t"; done
 if [ ${#failed[@]} -eq 0 ]; then

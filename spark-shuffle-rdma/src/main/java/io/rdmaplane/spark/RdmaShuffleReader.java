@@ -92,7 +92,7 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
                 blockClient,
                 blockManager,
                 tracker,
-                SparkLine.CURRENT.asScala(blocksByAddress.iterator()),
+                new JavaIterator<>(blocksByAddress.iterator()),
                 (BlockId blockId, InputStream in) -> serializerManager.wrapStream(blockId, in),
                 // spark.reducer.maxSizeInFlight is read in MiB, as Spark's reader does
                 (Long) conf.get(config.REDUCER_MAX_SIZE_IN_FLIGHT()) * 1024 * 1024,
@@ -151,13 +151,36 @@ final class RdmaShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
 
     /**
+     * A Java iterator as a Scala one. Written here rather than taken from Scala's converters, which Scala 2.12
+     * and 2.13 name differently ({@code JavaConverters} and {@code scala.jdk.javaapi.CollectionConverters}):
+     * {@code AbstractIterator} is the same on both, so the reader compiles unchanged on every line.
+     */
+    private static final class JavaIterator<T> extends AbstractIterator<T> {
+        private final java.util.Iterator<T> it;
+
+        JavaIterator(java.util.Iterator<T> it) {
+            this.it = it;
+        }
+
+        @Override
+        public boolean hasNext() {
+            return it.hasNext();
+        }
+
+        @Override
+        public T next() {
+            return it.next();
+        }
+    }
+
+    /**
      * The records of every fetched stream in turn. Counts each record read, and when the last
      * stream is exhausted merges this task's shuffle read metrics (once), as Spark's reader does.
      */
     private final class RecordIterator extends AbstractIterator<Product2<Object, Object>> {
         private final Iterator<Tuple2<BlockId, InputStream>> streams;
         private final SerializerInstance serializer;
-        private Iterator<Tuple2<Object, Object>> current = SparkLine.CURRENT.asScala(java.util.Collections.emptyIterator());
+        private Iterator<Tuple2<Object, Object>> current = new JavaIterator<>(java.util.Collections.emptyIterator());
         private boolean completed;
 
         RecordIterator(Iterator<Tuple2<BlockId, InputStream>> streams, SerializerInstance serializer) {

@@ -5,14 +5,14 @@ import org.apache.spark.TaskContext;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.util.collection.ExternalSorter;
 import scala.Option;
-import scala.collection.Iterator;
 import scala.math.Ordering;
 
 /**
  * What differs between the Spark lines this tree builds for, behind one interface. Each line's build
  * compiles exactly one implementation, {@code LineCompat}, from its own source folder
- * ({@code src/compat/<line>/java}, chosen by the build profile; see docs/README.md, "Spark lines"), so the
- * rest of the code is the same for every line and nothing is looked up by reflection.
+ * ({@code src/compat/<spark.compat>/java}: spark3.5, spark4.0 or spark4.1, chosen by the build profile; see
+ * docs/README.md, "Spark lines"), so the rest of the code is the same for every line and nothing is looked
+ * up by reflection.
  */
 interface SparkLine {
     /** The implementation compiled into this jar. */
@@ -24,9 +24,6 @@ interface SparkLine {
      * Spark 3.5 creates it while it builds the {@code SparkEnv}, so nothing of the environment is there yet.
      */
     boolean managerCreatedAfterEnv();
-
-    /** A Java iterator as a Scala one (Scala 2.12 and 2.13 name the converter differently). */
-    <T> Iterator<T> asScala(java.util.Iterator<T> it);
 
     /**
      * The reader's sorter, without a partitioner (one reduce partition). Spark 4.1 added a last constructor

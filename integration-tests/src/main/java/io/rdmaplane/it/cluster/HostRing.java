@@ -14,7 +14,8 @@ import java.util.concurrent.TimeUnit;
  * in the root namespace (the switch). The addresses exist only inside the namespaces. A link fault is the
  * bridge port going down ({@code ip link set ring-vN down}), as a switch port would. Whatever an earlier run
  * left (killed with -9) is removed first; {@link #close()} (also from a shutdown hook) kills every process
- * left in the namespaces and removes them and the bridge.
+ * left in the namespaces and removes them and the bridge. {@link #adopt} takes hosts someone else built (the
+ * Soft-RoCE VM's cluster, each host with its own rxe device): closing it kills what runs in them, nothing more.
  */
 public final class HostRing implements AutoCloseable {
     static final String PREFIX = "ring-";
@@ -22,11 +23,20 @@ public final class HostRing implements AutoCloseable {
     static final String BRIDGE = PREFIX + "br";
 
     private final int hosts;
+    private final List<String> namespaces;
+    private final List<String> addresses;
+    private final List<String> ports;
+    /** Whether this ring built its hosts (and removes them at close) or adopted them. */
+    private final boolean owned;
     private final Thread hook = new Thread(this::close, "ring-teardown");
     private boolean closed;
 
-    private HostRing(int hosts) {
-        this.hosts = hosts;
+    private HostRing(List<String> namespaces, List<String> addresses, List<String> ports, boolean owned) {
+        this.hosts = namespaces.size();
+        this.namespaces = List.copyOf(namespaces);
+        this.addresses = List.copyOf(addresses);
+        this.ports = List.copyOf(ports);
+        this.owned = owned;
     }
 
     /** Why the ring cannot be built here (not Linux, not root, no {@code ip netns}), or null when it can. */
@@ -54,7 +64,13 @@ public final class HostRing implements AutoCloseable {
             throw new IllegalArgumentException("hosts=" + hosts + ": expected 1..16");
         }
         removeLeftovers();
-        HostRing ring = new HostRing(hosts);
+        List<String> ns = new ArrayList<>(), addrs = new ArrayList<>(), ports = new ArrayList<>();
+        for (int i = 0; i < hosts; i++) {
+            ns.add(PREFIX + "h" + i);
+            addrs.add(SUBNET + (i + 1));
+            ports.add(PREFIX + "v" + i);
+        }
+        HostRing ring = new HostRing(ns, addrs, ports, true);
         Runtime.getRuntime().addShutdownHook(ring.hook);
         try {
             ring.build();
@@ -62,6 +78,23 @@ public final class HostRing implements AutoCloseable {
             ring.close();
             throw e;
         }
+        return ring;
+    }
+
+    /**
+     * Hosts that exist already: {@code namespaces.get(i)} has {@code addresses.get(i)}, and its link's bridge port
+     * (in this namespace) is {@code ports.get(i)}. Closing the ring kills the processes left in them and keeps them.
+     */
+    public static HostRing adopt(List<String> namespaces, List<String> addresses, List<String> ports) {
+        if (namespaces.isEmpty() || namespaces.size() != addresses.size() || namespaces.size() != ports.size()) {
+            throw new IllegalArgumentException("ring: " + namespaces.size() + " namespaces, " + addresses.size() + " addresses and "
+                    + ports.size() + " bridge ports: expected one of each per host, at least one host");
+        }
+        HostRing ring = new HostRing(namespaces, addresses, ports, false);
+        for (String ns : namespaces) {
+            sh("ip", "netns", "exec", ns, "true"); // fails naming the namespace when it does not exist
+        }
+        Runtime.getRuntime().addShutdownHook(ring.hook);
         return ring;
     }
 
@@ -85,16 +118,16 @@ public final class HostRing implements AutoCloseable {
     }
 
     public String namespace(int host) {
-        return PREFIX + "h" + host;
+        return namespaces.get(host);
     }
 
     public String address(int host) {
-        return SUBNET + (host + 1);
+        return addresses.get(host);
     }
 
     /** The bridge port of {@code host}'s link (its end in the root namespace). */
     public String port(int host) {
-        return PREFIX + "v" + host;
+        return ports.get(host);
     }
 
     /** Which host {@code address} is, or -1. */
@@ -147,7 +180,11 @@ public final class HostRing implements AutoCloseable {
         } catch (IllegalStateException shuttingDown) {
             // the JVM is exiting: the hook runs this anyway
         }
-        removeLeftovers();
+        if (owned) {
+            removeLeftovers();
+        } else {
+            namespaces.forEach(HostRing::killProcessesIn);
+        }
     }
 
     /** Every {@code ring-} namespace (its processes killed first) and the bridge. */

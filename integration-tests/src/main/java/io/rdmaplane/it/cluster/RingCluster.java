@@ -39,6 +39,8 @@ public final class RingCluster implements AutoCloseable {
     static final int DATANODE_HTTP = 9864;
     static final int DATANODE_IPC = 9867;
     static final int DATANODE_RDMA = 9880;
+    /** The HDFS block size of the ring's files: small, so that a few MiB make a file of several blocks. */
+    static final long BLOCK_SIZE = 1 << 20;
     static final String RDMA_MANAGER = "io.rdmaplane.spark.RdmaShuffleManager";
     static final String SLF4J_QUIET = "-Dorg.slf4j.simpleLogger.log.org.apache.spark=warn -Dorg.slf4j.simpleLogger.log.org.sparkproject=warn"
             + " -Dorg.slf4j.simpleLogger.log.org.apache.spark.scheduler.DAGScheduler=info -Dorg.slf4j.simpleLogger.showDateTime=true";
@@ -49,6 +51,12 @@ public final class RingCluster implements AutoCloseable {
     final Path logs;
     final int workers;
     final Duration limit;
+    /**
+     * The transport settings of every RDMA plug-in the ring runs, by their name after the prefix ({@code provider},
+     * {@code operationTimeout}, ...): given as {@code spark.shuffle.rdma.NAME}, {@code dfs.datanode.rdma.NAME} and
+     * {@code dfs.rdma.NAME}. The host ring runs {@code provider=tcp}; the Soft-RoCE VM's ring {@code verbs}.
+     */
+    final Map<String, String> transport;
     private final List<RingProcess> processes = new ArrayList<>();
     private final Path sparkHome;
     private final Path appJar;
@@ -57,8 +65,9 @@ public final class RingCluster implements AutoCloseable {
     RingProcess nameNode;
     final List<RingProcess> dataNodes = new ArrayList<>();
 
-    private RingCluster(HostRing ring, RingLines lines, Path dir, Duration limit) {
+    private RingCluster(HostRing ring, RingLines lines, Path dir, Duration limit, Map<String, String> transport) {
         this.ring = ring;
+        this.transport = Map.copyOf(transport);
         this.lines = lines;
         this.dir = dir.toAbsolutePath();
         this.logs = this.dir.resolve("logs");
@@ -78,17 +87,44 @@ public final class RingCluster implements AutoCloseable {
         if (ring.hosts() < 3) {
             throw new IllegalArgumentException("ring: " + ring.hosts() + " hosts; the cluster needs host 0 and at least 2 workers");
         }
-        RingCluster c = new RingCluster(ring, lines, dir, limit);
+        RingCluster c = new RingCluster(ring, lines, dir, limit, Map.of("provider", "tcp"));
         try {
             c.prepare();
             c.startSpark();
             c.startHdfs();
-            c.awaitUp();
+            c.awaitSpark();
+            c.awaitHdfs();
             return c;
         } catch (RuntimeException | Error e) {
             String tails = c.tails();
             c.close();
             throw new IllegalStateException("ring cluster did not come up: " + e.getMessage() + "\n" + tails, e);
+        }
+    }
+
+    /**
+     * Starts HDFS alone on {@code ring}: the NameNode on host 0, a DataNode with the RDMA plug-in on every further
+     * host, each plug-in (and every client {@link #fsShell} or {@link #hdfsClient} starts) with the {@code transport}
+     * settings; waits until every DataNode is live and its RDMA service running. Every process is killed at
+     * {@code limit}; {@code dir} (emptied first) holds the logs and the HDFS folders.
+     */
+    public static RingCluster startHdfs(HostRing ring, RingLines lines, Path dir, Duration limit, Map<String, String> transport) {
+        if (ring.hosts() < 2) {
+            throw new IllegalArgumentException("ring: " + ring.hosts() + " host(s); HDFS needs host 0 and at least 1 DataNode host");
+        }
+        if (!transport.containsKey("provider")) {
+            throw new IllegalArgumentException("ring: the transport settings " + transport + " name no provider");
+        }
+        RingCluster c = new RingCluster(ring, lines, dir, limit, transport);
+        try {
+            c.prepare();
+            c.startHdfs();
+            c.awaitHdfs();
+            return c;
+        } catch (RuntimeException | Error e) {
+            String tails = c.tails();
+            c.close();
+            throw new IllegalStateException("ring HDFS did not come up: " + e.getMessage() + "\n" + tails, e);
         }
     }
 
@@ -109,14 +145,17 @@ public final class RingCluster implements AutoCloseable {
         }
     }
 
-    /** The application jar SparkSubmit runs: RingJob's classes, from wherever this JVM loaded them. */
+    /**
+     * The application jar SparkSubmit runs (RingJob's classes) and HDFS clients run (RingHdfsRead's), from wherever
+     * this JVM loaded them.
+     */
     private void writeAppJar() throws IOException {
         Path classes = Path.of(java.net.URI.create(RingJob.class.getProtectionDomain().getCodeSource().getLocation().toString()));
         String pkg = RingJob.class.getPackageName().replace('.', '/');
         try (JarOutputStream out = new JarOutputStream(Files.newOutputStream(appJar))) {
             if (Files.isDirectory(classes)) {
                 try (Stream<Path> files = Files.list(classes.resolve(pkg))) {
-                    for (Path f : files.filter(p -> p.getFileName().toString().startsWith("RingJob")).toList()) {
+                    for (Path f : files.filter(p -> isAppClass(p.getFileName().toString())).toList()) {
                         out.putNextEntry(new JarEntry(pkg + "/" + f.getFileName()));
                         out.write(Files.readAllBytes(f));
                         out.closeEntry();
@@ -124,7 +163,7 @@ public final class RingCluster implements AutoCloseable {
                 }
             } else {
                 try (java.util.jar.JarFile jar = new java.util.jar.JarFile(classes.toFile())) {
-                    for (JarEntry e : jar.stream().filter(e -> e.getName().startsWith(pkg + "/RingJob")).toList()) {
+                    for (JarEntry e : jar.stream().filter(e -> isAppClass(e.getName().substring(pkg.length() + 1))).toList()) {
                         out.putNextEntry(new JarEntry(e.getName()));
                         out.write(jar.getInputStream(e).readAllBytes());
                         out.closeEntry();
@@ -132,6 +171,10 @@ public final class RingCluster implements AutoCloseable {
                 }
             }
         }
+    }
+
+    private static boolean isAppClass(String fileName) {
+        return fileName.startsWith(RingJob.class.getSimpleName()) || fileName.startsWith(RingHdfsRead.class.getSimpleName());
     }
 
     String masterUrl() {
@@ -177,7 +220,7 @@ public final class RingCluster implements AutoCloseable {
         conf.put("spark.executor.extraJavaOptions", String.join(" ", RingProcess.moduleFlags())
                 + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss512k -Djava.net.preferIPv4Stack=true " + SLF4J_QUIET);
         conf.put("spark.reducer.maxSizeInFlight", "1m");
-        conf.put("spark.shuffle.rdma.provider", "tcp");
+        transport.forEach((k, v) -> conf.put("spark.shuffle.rdma." + k, v));
         conf.put("spark.shuffle.rdma.port", String.valueOf(RDMA_PORT));
         if (rdma) {
             conf.put("spark.shuffle.manager", RDMA_MANAGER);
@@ -216,7 +259,7 @@ public final class RingCluster implements AutoCloseable {
                     "hadoop.tmp.dir", dir.resolve("hadoop-tmp").resolve(name).toString())));
             Map<String, String> all = new LinkedHashMap<>();
             all.put("dfs.replication", "2");
-            all.put("dfs.blocksize", "1048576");
+            all.put("dfs.blocksize", String.valueOf(BLOCK_SIZE));
             all.put("dfs.block.access.token.enable", "true");
             all.put("dfs.namenode.datanode.registration.ip-hostname-check", "false");
             all.put("dfs.namenode.safemode.extension", "0");
@@ -253,7 +296,7 @@ public final class RingCluster implements AutoCloseable {
         List<Path> cp = hadoopClassPath(nnConf, false);
         RingProcess format = spawn(0, "namenode-format", RingProcess.java("256m", cp, List.of(), "org.apache.hadoop.hdfs.server.namenode.NameNode",
                 List.of("-format", "-nonInteractive", "-force")), Map.of());
-        int code = format.waitFor(Duration.ofMinutes(3));
+        int code = format.waitFor(Duration.ofMinutes(3).multipliedBy(WAIT_SCALE));
         if (code != 0) {
             throw new IllegalStateException("NameNode -format exited " + code + "\n" + format.tail(40));
         }
@@ -273,7 +316,7 @@ public final class RingCluster implements AutoCloseable {
         dn.put("dfs.datanode.hostname", a);
         dn.put("dfs.datanode.handler.count", "2");
         dn.put("dfs.datanode.plugins", "io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin");
-        dn.put("dfs.datanode.rdma.provider", "tcp");
+        transport.forEach((k, v) -> dn.put("dfs.datanode.rdma." + k, v));
         dn.put("dfs.datanode.rdma.port", String.valueOf(DATANODE_RDMA));
         return spawn(w, name, RingProcess.java("256m", hadoopClassPath(conf("datanode-" + w, dn), true), List.of(),
                 "org.apache.hadoop.hdfs.server.datanode.DataNode", List.of()), Map.of());
@@ -287,9 +330,12 @@ public final class RingCluster implements AutoCloseable {
                 () -> "the restarted DataNode " + w + "'s RDMA block service is RUNNING");
     }
 
-    private void awaitUp() {
+    private void awaitSpark() {
         waitUntil(() -> jsonLong(curl(0, "http://" + ring.address(0) + ":" + MASTER_UI + "/json/"), "aliveworkers") == workers,
                 Duration.ofMinutes(3), () -> "the Master has " + workers + " alive workers");
+    }
+
+    private void awaitHdfs() {
         waitUntil(() -> jsonLong(curl(0, nameNodeJmx("Hadoop:service=NameNode,name=FSNamesystemState")), "NumLiveDataNodes") == workers,
                 Duration.ofMinutes(3), () -> "the NameNode has " + workers + " live DataNodes");
         for (int w = 1; w <= workers; w++) {
@@ -348,11 +394,31 @@ public final class RingCluster implements AutoCloseable {
         Map<String, String> client = new LinkedHashMap<>();
         if (plugin) {
             client.put("dfs.client.replica.accessor.builder.classes", "io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder");
-            client.put("dfs.rdma.provider", "tcp");
+            transport.forEach((k, v) -> client.put("dfs.rdma." + k, v));
         }
         Path conf = conf(plugin ? "client-rdma" : "client-stock", client);
         return spawn(0, name, RingProcess.java("256m", hadoopClassPath(conf, plugin), List.of(), "org.apache.hadoop.fs.FsShell", List.of(args)),
                 Map.of(), stdout);
+    }
+
+    /**
+     * {@link RingHdfsRead} on host 0 with {@code args}, its client configured as {@link #fsShell}'s with {@code plugin};
+     * runs it to its end (at most {@code deadline}) and returns its output; fails with its log's tail unless it exits 0.
+     */
+    public String hdfsClient(String name, boolean plugin, Duration deadline, String... args) {
+        Map<String, String> client = new LinkedHashMap<>();
+        if (plugin) {
+            client.put("dfs.client.replica.accessor.builder.classes", "io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder");
+            transport.forEach((k, v) -> client.put("dfs.rdma." + k, v));
+        }
+        List<Path> cp = new ArrayList<>(hadoopClassPath(conf(plugin ? "client-rdma" : "client-stock", client), plugin));
+        cp.add(appJar);
+        RingProcess p = spawn(0, name, RingProcess.java("256m", cp, List.of(), RingHdfsRead.class.getName(), List.of(args)), Map.of());
+        int code = p.waitFor(deadline);
+        if (code != 0) {
+            throw new IllegalStateException(RingHdfsRead.class.getSimpleName() + " " + String.join(" ", args) + " exited " + code + "\n" + p.tail(60));
+        }
+        return String.join("\n", p.lines());
     }
 
     /** Runs FsShell to its end (at most 3 minutes); fails with its log's tail unless it exits 0. */
@@ -401,8 +467,18 @@ public final class RingCluster implements AutoCloseable {
         return b.toString();
     }
 
-    /** Polls {@code condition} every 200 ms until it holds; fails after {@code deadline} saying what was awaited. */
+    /**
+     * How many times longer the ring waits for its daemons than on a host (system property {@code rdma.ring.waitScale},
+     * default 1): the Soft-RoCE VM emulates its CPUs and starts a JVM 25-50x slower.
+     */
+    static final long WAIT_SCALE = Math.max(1, Long.getLong("rdma.ring.waitScale", 1));
+
+    /**
+     * Polls {@code condition} every 200 ms until it holds; fails after {@code deadline} (times {@link #WAIT_SCALE})
+     * saying what was awaited.
+     */
     static void waitUntil(BooleanSupplier condition, Duration deadline, Supplier<String> what) {
+        deadline = deadline.multipliedBy(WAIT_SCALE);
         long end = System.nanoTime() + deadline.toNanos();
         while (!condition.getAsBoolean()) {
             if (System.nanoTime() > end) {

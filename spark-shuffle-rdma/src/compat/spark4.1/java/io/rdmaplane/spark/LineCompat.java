@@ -6,20 +6,13 @@ import org.apache.spark.serializer.Serializer;
 import org.apache.spark.shuffle.checksum.RowBasedChecksum;
 import org.apache.spark.util.collection.ExternalSorter;
 import scala.Option;
-import scala.collection.Iterator;
-import scala.jdk.javaapi.CollectionConverters;
 import scala.math.Ordering;
 
-/** {@link SparkLine} for Spark 4.1 and 4.2 (Scala 2.13). */
+/** {@link SparkLine} for Spark 4.1 and 4.2. */
 final class LineCompat implements SparkLine {
     @Override
     public boolean managerCreatedAfterEnv() {
         return true;
-    }
-
-    @Override
-    public <T> Iterator<T> asScala(java.util.Iterator<T> it) {
-        return CollectionConverters.asScala(it);
     }
 
     @Override

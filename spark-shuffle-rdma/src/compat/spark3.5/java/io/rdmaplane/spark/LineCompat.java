@@ -5,19 +5,13 @@ import org.apache.spark.TaskContext;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.util.collection.ExternalSorter;
 import scala.Option;
-import scala.collection.Iterator;
 import scala.math.Ordering;
 
-/** {@link SparkLine} for Spark 3.5 on Scala 2.12. */
+/** {@link SparkLine} for Spark 3.5 (Scala 2.12 and 2.13). */
 final class LineCompat implements SparkLine {
     @Override
     public boolean managerCreatedAfterEnv() {
         return false;
-    }
-
-    @Override
-    public <T> Iterator<T> asScala(java.util.Iterator<T> it) {
-        return scala.collection.JavaConverters.asScalaIterator(it);
     }
 
     @Override

@@ -63,6 +63,7 @@ final class PeerCheck {
     /** READs of the region: the first is verified and timed alone, the median of the rest is the latency. */
     static final int READS = 10;
     static final String CHECK = "peer";
+    static final String KEYS = "keys";
 
     private PeerCheck() {
     }
@@ -262,6 +263,8 @@ final class PeerCheck {
             }
             long connected = System.nanoTime();
             report.ok(CHECK, "connected to " + via + " in " + ms(connected - t0));
+            // Whether a key this node hands out READs for its peer only (a memory window) or for any channel (the MR's rkey).
+            report.info(KEYS, "READ keys granted here are bound " + node.keyBinding());
 
             Descriptor d;
             long asked = System.nanoTime();

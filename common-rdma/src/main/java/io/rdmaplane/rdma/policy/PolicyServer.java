@@ -84,9 +84,13 @@ public final class PolicyServer implements AutoCloseable {
             grants.grant(rkey, untilEpochMillis);
         }
 
-        /** Lets this peer READ {@code region} until {@code untilEpochMillis}; the grant goes with the region's deregistration. */
-        public void grant(MemoryRegion region, long untilEpochMillis) {
-            grants.grant(region, untilEpochMillis);
+        /**
+         * Lets this peer READ {@code region} until {@code untilEpochMillis} and returns the rkey to hand
+         * it (a memory window of its own on verbs, for a region registered for grants); the grant goes
+         * with the region's deregistration.
+         */
+        public int grant(MemoryRegion region, long untilEpochMillis) {
+            return grants.grant(region, untilEpochMillis);
         }
     }
 
@@ -328,7 +332,7 @@ public final class PolicyServer implements AutoCloseable {
      * that hands descriptors out by other means). Kept while the peer's answers are.
      */
     public ReadGrants grants(UUID peer) {
-        return peerGrants.computeIfAbsent(peer, p -> new ReadGrants());
+        return peerGrants.computeIfAbsent(peer, p -> new ReadGrants(node));
     }
 
     /**
@@ -477,8 +481,15 @@ public final class PolicyServer implements AutoCloseable {
                 readyPayload = new Handshake.Ready(session.id).encode();
             }
             ByteBuffer payload = readyPayload;
+            // A data channel gets the peer's keys bound to it (memory windows on verbs) before READY.
+            CompletableFuture<Void> bound = trafficClass == TrafficClass.DATA
+                    ? grants.attach(channel).exceptionally(e -> {
+                        LOG.warn("binding {}'s keys to the data channel from {} failed", instance, channel.remoteAddress(), e);
+                        return null;
+                    })
+                    : CompletableFuture.completedFuture(null);
             // READY only once the regions are registered: no READ may race their registration.
-            ready.thenRun(() -> {
+            ready.thenCompose(v -> bound).thenRun(() -> {
                 if (channel.isOpen()) {
                     readySent = true;
                     channel.send(new ControlFrame(Type.READY, 0, payload == null ? null : payload.duplicate()).encode());
@@ -504,7 +515,11 @@ public final class PolicyServer implements AutoCloseable {
                 }
             }
             if (first) {
-                answer.complete(run(frame));
+                ControlFrame response = run(frame);
+                CompletableFuture<ControlFrame> settling = answer;
+                // Keys the handler handed out are sent once they READ (their windows bound).
+                ReadGrants.takeUnsettled().whenComplete((v, e) -> settling.complete(e == null ? response
+                        : ControlFrame.withReason(Type.ERROR, frame.requestId(), "binding a READ key failed: " + e)));
             }
             answer.thenAccept(response -> channel.send(response.encode()));
         }
@@ -546,6 +561,9 @@ public final class PolicyServer implements AutoCloseable {
         @Override
         public void onClosed(Channel ch, TransportException cause) {
             noLongerPending();
+            if (authenticated && trafficClass == TrafficClass.DATA) {
+                grants.detach(channel); // the keys bound to this channel's QP go with it
+            }
             ControlSession bound = boundTo;
             if (bound != null) {
                 bound.unbind(this);

@@ -54,6 +54,11 @@ public interface Channel extends AutoCloseable {
 
     SocketAddress remoteAddress();
 
+    /** The provider's own channel under any wrapper (a test's fault injector): what a {@link PeerKey} binds to. */
+    default Channel transport() {
+        return this;
+    }
+
     /** Closes the channel; outstanding operations end {@link Status#FLUSHED}. Idempotent. */
     @Override
     void close();

@@ -24,6 +24,29 @@ public interface Node extends AutoCloseable {
         return register(buffer, Set.of(Access.REMOTE_READ));
     }
 
+    /**
+     * Registers memory that peers READ only through keys granted to each of them ({@link #peerKey}):
+     * where the device binds memory windows the region's own rkey READs nothing remotely; elsewhere
+     * this is {@link #register(ByteBuffer)}.
+     */
+    default MemoryRegion registerForGrants(ByteBuffer buffer) throws TransportException {
+        return register(buffer);
+    }
+
+    /**
+     * A new key for one peer to READ {@code region} with, bound to that peer's channel by
+     * {@link PeerKey#bindTo}: a memory window for a region {@linkplain #registerForGrants registered for
+     * grants} where the device has them, else the region's own rkey.
+     */
+    default PeerKey peerKey(MemoryRegion region) throws TransportException {
+        return PeerKey.ofRegion(region);
+    }
+
+    /** How keys handed to peers are bound: "per peer (...)" or "per region (...)", for the doctor and logs. */
+    default String keyBinding() {
+        return "per region (the region's own rkey; READs checked per channel by the provider)";
+    }
+
     /** Starts accepting channels on {@link NodeOptions#bindAddress()}. Call at most once. */
     void listen(ChannelAcceptor acceptor) throws TransportException;
 

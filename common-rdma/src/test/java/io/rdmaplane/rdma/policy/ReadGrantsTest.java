@@ -2,12 +2,22 @@ package io.rdmaplane.rdma.policy;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.PeerKey;
 import io.rdmaplane.rdma.provider.tcp.TcpNode;
 import io.rdmaplane.rdma.testing.TestNodes;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 
 class ReadGrantsTest {
@@ -60,4 +70,102 @@ class ReadGrantsTest {
             assertEquals(1, grants.size(), "a region already deregistered leaves no grant behind");
         }
     }
+
+    /** A key bound per peer, as a memory window is: bound once to a channel, revoked by hand. */
+    private static final class WindowLikeKey implements PeerKey {
+        final int rkey;
+        final CompletableFuture<Void> bind = new CompletableFuture<>();
+        volatile Channel boundTo;
+        volatile boolean revoked;
+
+        WindowLikeKey(int rkey) {
+            this.rkey = rkey;
+        }
+
+        @Override
+        public int rkey() {
+            return rkey;
+        }
+
+        @Override
+        public boolean boundToPeer() {
+            return true;
+        }
+
+        @Override
+        public CompletableFuture<Void> bindTo(Channel channel) {
+            boundTo = channel;
+            return bind;
+        }
+
+        @Override
+        public void revoke() {
+            revoked = true;
+        }
+    }
+
+    @Test
+    void keysBoundPerPeerAreBoundToItsDataChannelAnsweredOnlyOnceBoundAndRevokedWhenThatChannelCloses() throws Exception {
+        List<WindowLikeKey> made = new ArrayList<>();
+        Node windows = proxy(Node.class, (method, args) -> {
+            if (!method.getName().equals("peerKey")) {
+                throw new UnsupportedOperationException(method.getName());
+            }
+            WindowLikeKey key = new WindowLikeKey(0x100 + made.size());
+            made.add(key);
+            return key;
+        });
+        Channel data = proxy(Channel.class, (method, args) -> {
+            throw new UnsupportedOperationException(method.getName());
+        });
+        try (TcpNode node = TestNodes.tcp()) {
+            MemoryRegion early = node.register(ByteBuffer.allocateDirect(64));
+            MemoryRegion late = node.register(ByteBuffer.allocateDirect(64));
+            ReadGrants grants = new ReadGrants(windows);
+            int earlyKey = grants.grant(early, Long.MAX_VALUE);
+            assertEquals(0x100, earlyKey, "the key handed out is the peer's own, not the region's");
+            assertEquals(earlyKey, grants.grant(early, Long.MAX_VALUE), "granted again: the same key");
+            assertTrue(ReadGrants.takeUnsettled().isDone(), "no data channel yet: nothing to wait for");
+            assertNull(made.get(0).boundTo);
+
+            CompletableFuture<Void> attached = grants.attach(data);
+            assertSame(data, made.get(0).boundTo, "bound when the peer's data channel is authenticated");
+            assertFalse(attached.isDone(), "READY waits for the bind");
+            made.get(0).bind.complete(null);
+            assertTrue(attached.isDone());
+
+            int lateKey = grants.grant(late, Long.MAX_VALUE);
+            assertSame(data, made.get(1).boundTo, "a grant with the data channel there binds at once");
+            CompletableFuture<Void> answer = ReadGrants.takeUnsettled();
+            assertFalse(answer.isDone(), "the answer handing out the key waits for its bind");
+            made.get(1).bind.complete(null);
+            assertTrue(answer.isDone());
+            assertTrue(grants.allows(lateKey));
+
+            late.deregister();
+            assertTrue(made.get(1).revoked, "a region's deregistration revokes its keys");
+            grants.detach(data);
+            assertTrue(made.get(0).revoked, "the data channel closed: the keys bound to it are revoked");
+            assertEquals(0, grants.size());
+            assertFalse(grants.allows(earlyKey));
+        }
+    }
+
+    private interface Answer {
+        Object answer(Method method, Object[] args) throws Exception;
+    }
+
+    private static <T> T proxy(Class<T> type, Answer answer) {
+        return type.cast(Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[] {type}, (self, method, args) -> {
+            if (method.getDeclaringClass() == Object.class) {
+                return switch (method.getName()) {
+                    case "hashCode" -> System.identityHashCode(self);
+                    case "equals" -> self == args[0];
+                    default -> type.getSimpleName() + " proxy";
+                };
+            }
+            return answer.answer(method, args);
+        }));
+    }
 }
+

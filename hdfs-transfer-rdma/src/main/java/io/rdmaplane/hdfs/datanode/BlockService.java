@@ -170,8 +170,9 @@ final class BlockService implements AutoCloseable {
             regions.invalidate(key);
             return Response.refused(Status.STALE_GENERATION, "replica changed while being served");
         }
-        peer.grant(region.memory, grantUntil); // only the client whose token was checked may READ it, while the region lives
-        return new Response(Status.OK, "", start, rangeLength, region.memory.address() + start, region.memory.rkey(),
+        // only the client whose token was checked may READ it, while the region lives, with the key granted to it
+        int rkey = peer.grant(region.memory, grantUntil);
+        return new Response(Status.OK, "", start, rangeLength, region.memory.address() + start, rkey,
                 rangeCrc, layout.typeId(), bpc, sums);
     }
 

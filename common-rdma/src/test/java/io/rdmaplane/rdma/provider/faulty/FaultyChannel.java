@@ -228,6 +228,12 @@ final class FaultyChannel implements Channel {
     }
 
     @Override
+    public Channel transport() {
+        Channel under = inner;
+        return under == null ? this : under.transport();
+    }
+
+    @Override
     public boolean isOpen() {
         return !cut && inner.isOpen();
     }

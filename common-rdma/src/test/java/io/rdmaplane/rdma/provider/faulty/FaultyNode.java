@@ -215,6 +215,25 @@ public final class FaultyNode implements Node {
     }
 
     @Override
+    public MemoryRegion registerForGrants(ByteBuffer buffer) throws TransportException {
+        registrationsTried.incrementAndGet();
+        if (registrationsFail) {
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "the device is gone (test)");
+        }
+        return inner.registerForGrants(buffer);
+    }
+
+    @Override
+    public io.rdmaplane.rdma.provider.PeerKey peerKey(MemoryRegion region) throws TransportException {
+        return inner.peerKey(region);
+    }
+
+    @Override
+    public String keyBinding() {
+        return inner.keyBinding();
+    }
+
+    @Override
     public void listen(ChannelAcceptor acceptor) throws TransportException {
         Objects.requireNonNull(acceptor, "acceptor");
         inner.listen(new ChannelAcceptor() {

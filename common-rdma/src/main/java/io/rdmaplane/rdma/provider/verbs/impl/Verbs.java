@@ -50,6 +50,14 @@ final class Verbs {
         return flags;
     }
 
+    /**
+     * ibv_reg_mr flags of memory READ through memory windows only: MW_BIND and nothing remote, so the
+     * region's own rkey READs nothing; each window grants REMOTE_READ on its own QP.
+     */
+    static int windowedAccessFlags() {
+        return IbvMr.IBV_ACCESS_MW_BIND;
+    }
+
     /** The native address of a direct buffer's first byte (index 0, not its position). */
     static long address(ByteBuffer direct) {
         return MemoryUtils.getAddress(direct);

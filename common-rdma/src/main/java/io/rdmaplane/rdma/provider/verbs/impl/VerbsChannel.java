@@ -77,7 +77,7 @@ final class VerbsChannel extends AbstractChannel {
      */
     static final int INLINE_BYTES = 192;
 
-    private enum Kind { READ, SEND, CONTROL }
+    private enum Kind { READ, SEND, CONTROL, BIND }
 
     /** A posted (or waiting) READ or SEND. */
     private static final class Op {
@@ -93,6 +93,8 @@ final class VerbsChannel extends AbstractChannel {
         /** Work requests of this op not completed yet (READ pieces). */
         int piecesLeft;
         int index = -1;
+        /** The window a BIND binds. */
+        VerbsWindow window;
 
         Op(Kind kind, CompletableFuture<Void> future, SendPool.Slot slot, int length) {
             this.kind = kind;
@@ -128,6 +130,10 @@ final class VerbsChannel extends AbstractChannel {
     private final int[] freeSlots;
     private int freeCount;
     private final ArrayDeque<Op> waiting = new ArrayDeque<>();
+    /** BIND_MW work requests waiting for a control slot, in order. */
+    private final ArrayDeque<Op> bindsWaiting = new ArrayDeque<>();
+    /** Windows bound (or being bound) on this QP: deallocated when the channel closes, before its QP is disconnected. */
+    private final List<VerbsWindow> windows = new ArrayList<>();
     private int credits;
     private int sqFree;
     private int toReturn;
@@ -301,6 +307,56 @@ final class VerbsChannel extends AbstractChannel {
     }
 
     // ================================================================ posting (any thread)
+
+    VerbsNode node() {
+        return node;
+    }
+
+    /**
+     * Posts a BIND_MW of {@code window} on this QP in a control slot (or once one is free);
+     * completes with its completion. A failed bind breaks the channel, as any failed work request does.
+     */
+    synchronized CompletableFuture<Void> bindWindow(VerbsWindow window) {
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        if (state != State.OPEN) {
+            future.completeExceptionally(closedError());
+            return future;
+        }
+        Op op = new Op(Kind.BIND, future, null, 0);
+        op.window = window;
+        bindsWaiting.add(op);
+        drainBinds();
+        return future;
+    }
+
+    /** Posts waiting binds while control slots are free. Holds this. */
+    private void drainBinds() {
+        while (!bindsWaiting.isEmpty() && state == State.OPEN) {
+            int slot = freeControlSlot();
+            if (slot < 0) {
+                return; // retried when a control slot completes
+            }
+            Op op = bindsWaiting.poll();
+            VerbsWindow window = op.window;
+            VerbsRegion region = window.region();
+            op.index = slot;
+            ops[slot] = op;
+            windows.add(window);
+            int rc;
+            try {
+                rc = NativeMw.postBind(qp, window.handle(), region.mr(), region.address(), region.length(), window.rkey(),
+                        wrId(slot, false));
+            } catch (IOException | RuntimeException e) {
+                lastPostError = e;
+                rc = -1;
+            }
+            if (rc != 0) {
+                ops[slot] = null;
+                postFailed(op, rc == -1 ? lastPostError : new IOException("ibv_post_send (BIND_MW) failed (errno " + -rc + ")"));
+                return;
+            }
+        }
+    }
 
     @Override
     public CompletableFuture<Void> read(long remoteAddress, int rkey, int length, MemoryRegion local, int localOffset) {
@@ -562,7 +618,10 @@ final class VerbsChannel extends AbstractChannel {
                 node.sendPool().release(op.slot);
             }
             if (status == WcStatus.SUCCESS) {
-                if (op == CONTROL) {
+                if (index >= queueDepth() && !bindsWaiting.isEmpty()) {
+                    drainBinds();
+                }
+                if (op == CONTROL || op.kind == Kind.BIND) {
                     maybeReturnCredits();
                 } else if (!waiting.isEmpty()) {
                     drainWaiting();
@@ -575,7 +634,7 @@ final class VerbsChannel extends AbstractChannel {
             }
             return;
         }
-        String what = op.kind == Kind.READ ? "READ" : op.kind == Kind.SEND ? "SEND" : "control SEND";
+        String what = op.kind == Kind.READ ? "READ" : op.kind == Kind.SEND ? "SEND" : op.kind == Kind.BIND ? "BIND_MW" : "control SEND";
         failed(status, what, op == CONTROL ? null : op);
     }
 
@@ -777,6 +836,7 @@ final class VerbsChannel extends AbstractChannel {
      * QP and id are destroyed later by the CM thread, once the peer acknowledged the disconnect.
      */
     void terminate(TransportException cause, Op culprit, Status others) {
+        revokeWindows();
         List<Op> failing = new ArrayList<>();
         synchronized (this) {
             if (state == State.CLOSED) {
@@ -795,6 +855,8 @@ final class VerbsChannel extends AbstractChannel {
             }
             failing.addAll(waiting);
             waiting.clear();
+            failing.addAll(bindsWaiting);
+            bindsWaiting.clear();
             for (Op op : failing) {
                 if (op.slot != null) {
                     orphans.add(op.slot);
@@ -819,6 +881,24 @@ final class VerbsChannel extends AbstractChannel {
             }
             return failing.size() + (culprit != null ? 1 : 0);
         });
+    }
+
+    /**
+     * Deallocates the windows bound on this QP while it is still connected: they serve this QP only,
+     * so they are dead with it anyway. Outside this lock (a window is locked before its channel).
+     */
+    private void revokeWindows() {
+        List<VerbsWindow> bound;
+        synchronized (this) {
+            if (windows.isEmpty()) {
+                return;
+            }
+            bound = new ArrayList<>(windows);
+            windows.clear();
+        }
+        for (VerbsWindow window : bound) {
+            window.revoke();
+        }
     }
 
     /**

@@ -14,6 +14,7 @@ import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.ConnectRequest;
 import io.rdmaplane.rdma.provider.Lane;
+import io.rdmaplane.rdma.provider.PeerKey;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeArguments;
@@ -64,6 +65,7 @@ public final class VerbsNode implements Node {
     private static final AtomicInteger NODE_IDS = new AtomicInteger();
     private static final AtomicInteger CHANNEL_IDS = new AtomicInteger();
     private static final AtomicBoolean KEYS_LOGGED = new AtomicBoolean();
+    private static final AtomicBoolean WINDOWS_LOGGED = new AtomicBoolean();
 
     final NodeOptions options;
     private final String name;
@@ -74,6 +76,8 @@ public final class VerbsNode implements Node {
     private final LaneCq bulk;
     private final LaneCq control;
     private final SendPool sendPool;
+    /** Type 2 memory windows the device holds; 0: it binds none, and keys are per region. */
+    private final int type2Windows;
     private final CmEventLoop cm;
     private final Map<Integer, VerbsChannel> channels = new ConcurrentHashMap<>();
     private final Set<VerbsRegion> regions = ConcurrentHashMap.newKeySet();
@@ -127,6 +131,7 @@ public final class VerbsNode implements Node {
         this.bulk = bulkCq;
         this.control = controlCq;
         this.sendPool = new SendPool(pd, options.maxMessageSize() + Frames.HEADER);
+        this.type2Windows = windowsOf(context);
         this.cm = new CmEventLoop(this, events, Math.toIntExact(options.verbs().cmTick().toMillis()));
         // The control lane's thread sleeps on its completion channel even when bulk busy-polls: two
         // spinning threads per node would starve the very callers they serve on a small host.
@@ -197,6 +202,24 @@ public final class VerbsNode implements Node {
         }
     }
 
+    /** The device's type 2 memory windows (0: none, keys are per region), logged once per process when there are none. */
+    private static int windowsOf(IbvContext context) {
+        int n;
+        String why;
+        try {
+            n = NativeMw.type2Windows(context);
+            why = "the device reports no type 2 memory window (ibv_query_device)";
+        } catch (IOException | RuntimeException | LinkageError e) {
+            n = 0;
+            why = "querying memory windows failed: " + e;
+        }
+        if (n == 0 && WINDOWS_LOGGED.compareAndSet(false, true)) {
+            LOG.warn("verbs: {}; a READ key is the memory region's own rkey, which any authenticated data channel that knows it"
+                    + " can READ with (keys are per region, not per peer)", why);
+        }
+        return n;
+    }
+
     /** An id bound to the bind address (or, for a wildcard, the first local IPv4 address an RDMA device serves). */
     private static RdmaCmId bindAnchor(RdmaEventChannel ev, InetAddress bind) throws IOException {
         List<InetAddress> candidates = new ArrayList<>();
@@ -235,10 +258,44 @@ public final class VerbsNode implements Node {
     @Override
     public MemoryRegion register(ByteBuffer buffer, Set<Access> access) throws TransportException {
         NodeArguments.checkRegister(buffer, access);
+        return register(buffer, access, Verbs.accessFlags(access), false);
+    }
+
+    /**
+     * With type 2 memory windows: REMOTE_READ memory registered MW_BIND only, so that the region's own
+     * rkey READs nothing and each peer READs through its own window ({@link #peerKey}). Without them:
+     * {@link #register(ByteBuffer)}.
+     */
+    @Override
+    public MemoryRegion registerForGrants(ByteBuffer buffer) throws TransportException {
+        Set<Access> access = Set.of(Access.REMOTE_READ);
+        NodeArguments.checkRegister(buffer, access);
+        if (type2Windows == 0 || buffer.isReadOnly()) {
+            // MW_BIND pins for write (ib_access_writable), which a read-only file mapping refuses: per region there.
+            return register(buffer, access);
+        }
+        return register(buffer, access, Verbs.windowedAccessFlags(), true);
+    }
+
+    /** A type 2 window over the region, bound later to one channel, for a region registered for grants. */
+    @Override
+    public PeerKey peerKey(MemoryRegion region) throws TransportException {
+        if (!(region instanceof VerbsRegion verbs) || verbs.node() != this || !verbs.windowed()) {
+            return PeerKey.ofRegion(region);
+        }
+        return verbs.newWindow();
+    }
+
+    @Override
+    public String keyBinding() {
+        return type2Windows > 0 ? "per peer (type 2 memory windows bound to the peer's QP; the device holds " + type2Windows + ")"
+                : "per region (the device binds no type 2 memory window: a key is the MR's own rkey, which any data channel READs with)";
+    }
+
+    private MemoryRegion register(ByteBuffer buffer, Set<Access> access, int flags, boolean windowed) throws TransportException {
         ByteBuffer memory = buffer.slice();
         long address = Verbs.address(memory);
         // Read-only memory (a file mapping) is pinned without write access: no LOCAL_WRITE flag.
-        int flags = Verbs.accessFlags(access);
         synchronized (registerLock) {
             if (closed.get()) {
                 throw new TransportException(Status.FLUSHED, name + " is closed");
@@ -251,7 +308,7 @@ public final class VerbsNode implements Node {
                         + " bytes at 0x" + Long.toHexString(address) + " with " + access + " failed: " + e.getMessage()
                         + registrationHint(memory, e), e);
             }
-            VerbsRegion region = new VerbsRegion(this, memory, address, mr, Set.copyOf(access));
+            VerbsRegion region = new VerbsRegion(this, memory, address, mr, Set.copyOf(access), windowed);
             regions.add(region);
             registrations.incrementAndGet();
             return region;
@@ -296,8 +353,8 @@ public final class VerbsNode implements Node {
             localAddress = cm.call(() -> cm.listen(options.bindAddress()));
             LOG.debug("{} listening on {}", name, localAddress);
             if (KEYS_LOGGED.compareAndSet(false, true)) {
-                LOG.info("verbs: peers READ by the rkeys of per-region memory regions, not bound to a peer (memory windows"
-                        + " bound to the peer's QP are not used); a connect is admitted or refused before its QP exists");
+                LOG.info("verbs: READ keys of memory registered for grants are bound {}; a connect is admitted or refused"
+                        + " before its QP exists", keyBinding());
             }
         } catch (Exception e) {
             this.acceptor = null;

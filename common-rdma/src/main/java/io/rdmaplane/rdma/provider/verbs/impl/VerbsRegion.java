@@ -3,25 +3,34 @@ package io.rdmaplane.rdma.provider.verbs.impl;
 import com.ibm.disni.verbs.IbvMr;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.AbstractMemoryRegion;
+import io.rdmaplane.rdma.provider.TransportException;
+import io.rdmaplane.rdma.provider.Status;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** A memory region registered with ibv_reg_mr; its address is the buffer's native address. */
+/**
+ * A memory region registered with ibv_reg_mr; its address is the buffer's native address. A region
+ * registered for grants (MW_BIND, no remote access of its own) is READ through its windows only.
+ */
 final class VerbsRegion extends AbstractMemoryRegion {
     private static final Logger LOG = LoggerFactory.getLogger(VerbsRegion.class);
 
     private final VerbsNode node;
     private final IbvMr mr;
     private final int lkey;
+    private final boolean windowed;
+    private final Set<VerbsWindow> windows = ConcurrentHashMap.newKeySet();
 
-    VerbsRegion(VerbsNode node, ByteBuffer memory, long address, IbvMr mr, Set<Access> access) {
+    VerbsRegion(VerbsNode node, ByteBuffer memory, long address, IbvMr mr, Set<Access> access, boolean windowed) {
         super(memory, address, mr.getRkey(), access);
         this.node = node;
         this.mr = mr;
         this.lkey = mr.getLkey();
+        this.windowed = windowed;
     }
 
     VerbsNode node() {
@@ -32,9 +41,40 @@ final class VerbsRegion extends AbstractMemoryRegion {
         return lkey;
     }
 
-    /** ibv_dereg_mr: the rkey is revoked when this returns. */
+    IbvMr mr() {
+        return mr;
+    }
+
+    /** Registered for grants: READ through memory windows only. */
+    boolean windowed() {
+        return windowed;
+    }
+
+    /** A new type 2 window over the whole region, not bound yet. */
+    VerbsWindow newWindow() throws TransportException {
+        VerbsWindow window;
+        try {
+            window = new VerbsWindow(this, NativeMw.alloc(node.pd()));
+        } catch (IOException | RuntimeException e) {
+            throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "ibv_alloc_mw for " + this + " failed: " + e.getMessage(), e);
+        }
+        windows.add(window);
+        if (!isValid()) {
+            window.revoke(); // deregistered meanwhile
+        }
+        return window;
+    }
+
+    void forget(VerbsWindow window) {
+        windows.remove(window);
+    }
+
+    /** Deallocates the windows (ibv_dereg_mr refuses a region with windows bound), then ibv_dereg_mr: every rkey is revoked when this returns. */
     @Override
     protected void revoke() {
+        for (VerbsWindow window : windows) {
+            window.revoke();
+        }
         try {
             Verbs.deregister(mr);
         } catch (IOException | RuntimeException e) {

@@ -29,4 +29,20 @@ class VerbsAccessFlagsTest {
         assertEquals(IbvMr.IBV_ACCESS_REMOTE_READ, Verbs.accessFlags(Set.of(Access.REMOTE_READ)),
                 "exposed memory (file mappings) is registered REMOTE_READ only");
     }
+
+    /**
+     * Memory registered for grants (Node.registerForGrants) is READ through type 2 memory windows, one
+     * per peer, each bound with REMOTE_READ alone (mw.c). The MR itself needs MW_BIND to carry windows,
+     * and has no remote access of its own, so that its rkey READs nothing and only a window's key does.
+     * MW_BIND pins for write in the kernel (ib_access_writable), so read-only file mappings are never
+     * registered this way (VerbsNode falls back to REMOTE_READ for them).
+     */
+    @Test
+    void memoryForGrantsCarriesWindowsAndNoRemoteAccessOfItsOwn() {
+        int flags = Verbs.windowedAccessFlags();
+        assertEquals(IbvMr.IBV_ACCESS_MW_BIND, flags);
+        assertEquals(0, flags & (IbvMr.IBV_ACCESS_REMOTE_READ | IbvMr.IBV_ACCESS_REMOTE_WRITE | IbvMr.IBV_ACCESS_REMOTE_ATOMIC),
+                "the region's own rkey must READ nothing remotely");
+        assertEquals(0, flags & (IbvMr.IBV_ACCESS_ON_DEMAND | IbvMr.IBV_ACCESS_LOCAL_WRITE));
+    }
 }

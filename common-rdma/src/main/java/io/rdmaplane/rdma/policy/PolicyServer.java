@@ -10,6 +10,7 @@ import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
+import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.nio.ByteBuffer;
@@ -449,6 +450,9 @@ public final class PolicyServer implements AutoCloseable {
         private void unbound() {
             String reason = "the data channel names no live control session of its peer (ended, another's, or none)";
             LOG.warn("refusing the data channel from {}: {}", channel.remoteAddress(), reason);
+            if (!denyReads()) {
+                return;
+            }
             channel.send(ControlFrame.withReason(Type.UNBOUND, 0, reason).encode()).whenComplete((ok, e) -> channel.close());
         }
 
@@ -538,11 +542,30 @@ public final class PolicyServer implements AutoCloseable {
             }
         }
 
+        /**
+         * A refused channel READs nothing while its refusal is on the way (a verbs QP would serve a READ
+         * in the NIC until closed); false, and the channel closed without an answer, if that fails.
+         */
+        private boolean denyReads() {
+            try {
+                channel.transport().denyRemoteReads();
+                return true;
+            } catch (IOException | RuntimeException e) {
+                LOG.warn("closing the channel from {} without an answer: cannot take its remote access away: {}",
+                        channel.remoteAddress(), e.toString());
+                channel.close();
+                return false;
+            }
+        }
+
         private void reject(String reason) {
             if (reason.startsWith("authentication")) {
                 metrics.authFailure();
             }
             LOG.warn("rejecting the channel from {}: {}", channel.remoteAddress(), reason);
+            if (!denyReads()) {
+                return;
+            }
             // Nothing but the reason goes out: no address or rkey reaches an unauthenticated peer.
             channel.send(ControlFrame.withReason(Type.REJECT, 0, reason).encode())
                     .whenComplete((ok, e) -> channel.close());

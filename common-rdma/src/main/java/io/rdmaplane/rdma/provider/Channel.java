@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.provider;
 
+import java.io.IOException;
 import java.net.SocketAddress;
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
@@ -57,6 +58,14 @@ public interface Channel extends AutoCloseable {
     /** The provider's own channel under any wrapper (a test's fault injector): what a {@link PeerKey} binds to. */
     default Channel transport() {
         return this;
+    }
+
+    /**
+     * From now on refuses every READ the peer sends on this channel: for a channel its owner is about
+     * to refuse. A verbs QP serves READs in the NIC without asking the handler, so it loses its remote
+     * access; tcp asks {@link ChannelHandler#permitsRemoteRead} for every READ and needs nothing more.
+     */
+    default void denyRemoteReads() throws IOException {
     }
 
     /** Closes the channel; outstanding operations end {@link Status#FLUSHED}. Idempotent. */

@@ -188,6 +188,14 @@ final class VerbsChannel extends AbstractChannel {
         return cmId;
     }
 
+    @Override
+    public void denyRemoteReads() throws IOException {
+        RdmaCmId id = cmId();
+        if (id != null && isOpen()) {
+            NativeCm.denyRemoteAccess(id);
+        }
+    }
+
     /**
      * Creates the QP on the node's PD and its lane's CQ, registers the receive buffers and posts
      * them all. The QP asks for {@link #INLINE_BYTES} of inline data (SENDs that short are copied

@@ -513,8 +513,8 @@ public final class RingCluster implements AutoCloseable {
                     }
                 }
             }
-        } catch (IOException e) {
-            return null; // a log being written or rotated: asked again
+        } catch (IOException | UncheckedIOException e) {
+            return null; // a work folder appearing or going while walked: asked again
         }
         return null;
     }

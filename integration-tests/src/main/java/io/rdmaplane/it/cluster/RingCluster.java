@@ -317,15 +317,29 @@ public final class RingCluster implements AutoCloseable {
                 () -> "the restarted DataNode " + w + "'s RDMA block service is RUNNING");
     }
 
+    /** Fails at once, with its log's tail, when a daemon has exited (a NameNode missing a class waits for nothing). */
+    private boolean alive() {
+        List<RingProcess> daemons = new ArrayList<>(workerProcesses);
+        daemons.add(master);
+        daemons.add(nameNode);
+        daemons.addAll(dataNodes);
+        for (RingProcess p : daemons) {
+            if (p != null && !p.isAlive()) {
+                throw new IllegalStateException(p.name + " exited\n" + p.tail(30));
+            }
+        }
+        return true;
+    }
+
     private void awaitUp() {
         if (spark()) {
-            waitUntil(() -> jsonLong(curl(0, "http://" + ring.address(0) + ":" + MASTER_UI + "/json/"), "aliveworkers") == workers,
+            waitUntil(() -> alive() && jsonLong(curl(0, "http://" + ring.address(0) + ":" + MASTER_UI + "/json/"), "aliveworkers") == workers,
                     Duration.ofMinutes(3), () -> "the Master has " + workers + " alive workers");
         }
         if (!hdfs()) {
             return;
         }
-        waitUntil(() -> jsonLong(curl(0, nameNodeJmx("Hadoop:service=NameNode,name=FSNamesystemState")), "NumLiveDataNodes") == workers,
+        waitUntil(() -> alive() && jsonLong(curl(0, nameNodeJmx("Hadoop:service=NameNode,name=FSNamesystemState")), "NumLiveDataNodes") == workers,
                 Duration.ofMinutes(3), () -> "the NameNode has " + workers + " live DataNodes");
         for (int w = 1; w <= workers; w++) {
             int host = w;

@@ -15,6 +15,8 @@ import javax.crypto.spec.SecretKeySpec;
 final class Auth {
     static final int NONCE_BYTES = 16;
     static final int MAC_BYTES = 32;
+    /** A control session's id (see {@link #sessionKey}). */
+    static final int SESSION_BYTES = 16;
     private static final SecureRandom RANDOM = new SecureRandom();
 
     private Auth() {
@@ -46,6 +48,15 @@ final class Auth {
     }
 
     static final int CONNECT_MAC_BYTES = 16;
+
+    /**
+     * The key a data channel proves itself with: HMAC(secret, "session" | sessionId). A data channel's
+     * challenge-response runs on it instead of on the secret, so its proof holds for that one control
+     * session only, and the server takes it only while the session lives.
+     */
+    static byte[] sessionKey(byte[] secret, byte[] sessionId) {
+        return mac(secret, "session", sessionId, new byte[0]);
+    }
 
     /** Constant-time comparison, so timing does not leak how much of a proof was right. */
     static boolean matches(byte[] expected, byte[] actual) {

@@ -13,43 +13,68 @@ import java.util.Map;
  * What a policy client's connect request carries where the transport reads it before any channel
  * exists (verbs: RDMA-CM private data; the server rejects a request without a valid one, so no
  * QP is created for it). One message, no round trip: it proves knowledge of the secret over a
- * fresh nonce and the sender's clock, and says the traffic class, so that a control channel's QP
- * serves no READ.
+ * fresh nonce and the sender's clock, says the traffic class, so that a control channel's QP
+ * serves no READ, and a data channel's names the control session it belongs to, so that no QP that
+ * serves READs exists for a data channel of no live session.
  * <pre>
- * version:u8 class:u8 timeMillis:i64 nonce:16B mac:16B     (42 bytes; RoCE pads to 56 with zeros)
- * mac = HMAC-SHA256(secret, "connect" | version | class | timeMillis | nonce), first 16 bytes
+ * version:u8 class:u8 timeMillis:i64 nonce:8B session:16B mac:16B    (50 bytes; RoCE pads to 56 with zeros)
+ * mac = HMAC-SHA256(secret, "connect" | version | class | timeMillis | nonce | session), first 16 bytes
  * </pre>
- * Without a secret the mac is zeros and nothing is checked but the layout (the data plane is open,
- * which the server logs once). With one, the server takes a proof only within {@link #CLOCK_SKEW}
- * of its own clock (Kerberos's default skew) and only once: the nonces of that window are
- * remembered ({@link Verifier}), so a connect request seen on the wire cannot be replayed.
+ * A control channel's session is {@link Handshake#NO_SESSION}; a data channel's the id its control
+ * channel's READY carried. Without a secret the mac is zeros and nothing is checked but the layout
+ * and the session (the data plane is open, which the server logs once). With one, the server takes
+ * a proof only within {@link #CLOCK_SKEW} of its own clock (Kerberos's default skew) and only once:
+ * the nonces of that window are remembered ({@link Verifier}), so a connect request seen on the wire
+ * cannot be replayed. Whether the session is live, and the peer's, the server checks itself.
  *
- * <p>tcp channels do not carry it: each authenticates in the policy handshake (challenge-response)
- * before its first READ is served, and every READ is checked against the peer's grants.
+ * <p>tcp channels do not carry it: each authenticates in the policy handshake (challenge-response,
+ * a data channel's on its session's key) before its first READ is served, and every READ is checked
+ * against the peer's grants.
  */
 final class ConnectProof {
-    static final int VERSION = 1;
-    static final int BYTES = 2 + Long.BYTES + Auth.NONCE_BYTES + Auth.CONNECT_MAC_BYTES;
+    /** 2: the data channel's session added (1 had a 16-byte nonce and no session). */
+    static final int VERSION = 2;
+    /** Unique enough within the skew window; the session's 16 bytes left no room for a longer one. */
+    static final int NONCE_BYTES = 8;
+    static final int BYTES = 2 + Long.BYTES + NONCE_BYTES + Auth.SESSION_BYTES + Auth.CONNECT_MAC_BYTES;
     /** How far the client's clock may be from the server's. */
     static final long CLOCK_SKEW = java.util.concurrent.TimeUnit.MINUTES.toMillis(5);
 
     private ConnectProof() {
     }
 
-    /** The proof for a connect of {@code trafficClass} now (no mac without a secret). */
+    /** The proof for a connect of a control channel now (no mac without a secret). */
     static byte[] create(byte[] secret, TrafficClass trafficClass) {
-        return create(secret, trafficClass, System.currentTimeMillis(), Auth.nonce());
+        return create(secret, trafficClass, Handshake.NO_SESSION);
+    }
+
+    /** The proof for a connect of {@code trafficClass} in {@code session} now (no mac without a secret). */
+    static byte[] create(byte[] secret, TrafficClass trafficClass, byte[] session) {
+        return create(secret, trafficClass, System.currentTimeMillis(), nonce(), session);
     }
 
     static byte[] create(byte[] secret, TrafficClass trafficClass, long timeMillis, byte[] nonce) {
-        ByteBuffer fields = fields(VERSION, trafficClass, timeMillis, nonce);
+        return create(secret, trafficClass, timeMillis, nonce, Handshake.NO_SESSION);
+    }
+
+    static byte[] create(byte[] secret, TrafficClass trafficClass, long timeMillis, byte[] nonce, byte[] session) {
+        ByteBuffer fields = fields(VERSION, trafficClass, timeMillis, nonce, session);
         byte[] mac = secret == null ? new byte[Auth.CONNECT_MAC_BYTES] : Auth.connectProof(secret, bytes(fields));
         ByteBuffer proof = MessageWriter.body().rest(fields).fixed(mac).finish();
         return bytes(proof);
     }
 
-    private static ByteBuffer fields(int version, TrafficClass trafficClass, long timeMillis, byte[] nonce) {
-        return MessageWriter.body().u8(version).id(Handshake.TRAFFIC_CLASSES, trafficClass).i64(timeMillis).fixed(nonce).finish();
+    static byte[] nonce() {
+        return Arrays.copyOf(Auth.nonce(), NONCE_BYTES);
+    }
+
+    private static ByteBuffer fields(int version, TrafficClass trafficClass, long timeMillis, byte[] nonce, byte[] session) {
+        return MessageWriter.body().u8(version).id(Handshake.TRAFFIC_CLASSES, trafficClass).i64(timeMillis).fixed(nonce)
+                .fixed(session).finish();
+    }
+
+    /** What a valid connect proof asks for: a channel of {@code trafficClass}, in {@code session} (a data channel). */
+    record Claim(TrafficClass trafficClass, byte[] session) {
     }
 
     private static byte[] bytes(ByteBuffer buffer) {
@@ -71,13 +96,14 @@ final class ConnectProof {
             this.remembered = remembered;
         }
 
-        /** The traffic class a connect asks for, or a {@link Refusal} saying why it is refused. */
-        TrafficClass check(ByteBuffer data, long nowMillis) throws Refusal {
+        /** What a connect asks for, or a {@link Refusal} saying why it is refused. */
+        Claim check(ByteBuffer data, long nowMillis) throws Refusal {
             ByteBuffer proof = data.duplicate();
             int version;
             TrafficClass trafficClass;
             long time;
             byte[] nonce;
+            byte[] session;
             byte[] mac;
             try {
                 if (allZero(proof)) { // RoCE pads a connect request's private data with zeros
@@ -90,15 +116,17 @@ final class ConnectProof {
                 }
                 trafficClass = r.id("class", Handshake.TRAFFIC_CLASSES);
                 time = r.i64("timeMillis");
-                nonce = r.fixed("nonce", Auth.NONCE_BYTES);
+                nonce = r.fixed("nonce", NONCE_BYTES);
+                session = r.fixed("session", Auth.SESSION_BYTES);
                 mac = r.fixed("mac", Auth.CONNECT_MAC_BYTES);
             } catch (MalformedMessageException e) {
                 throw new Refusal("a malformed connect proof: " + e.getMessage());
             }
+            Claim claim = new Claim(trafficClass, session);
             if (secret == null) {
-                return trafficClass;
+                return claim;
             }
-            byte[] expected = Auth.connectProof(secret, bytes(fields(version, trafficClass, time, nonce)));
+            byte[] expected = Auth.connectProof(secret, bytes(fields(version, trafficClass, time, nonce, session)));
             if (!Auth.matches(expected, mac)) {
                 throw new Refusal("authentication failed: the connect proof does not match the secret");
             }
@@ -123,7 +151,7 @@ final class ConnectProof {
                 }
                 seen.put(key, nowMillis); // its proof is valid until time + skew <= now + 2 skew
             }
-            return trafficClass;
+            return claim;
         }
     }
 

@@ -25,7 +25,10 @@ record ControlFrame(Type type, long requestId, ByteBuffer payload) {
         CHALLENGE(0x02),
         /** client → server: {@link Handshake.Proof}, the client's proof. */
         PROOF(0x03),
-        /** server → client: regions are registered; the client may now READ and send requests. */
+        /**
+         * server → client: regions are registered; the client may now READ and send requests. On a
+         * control channel it carries the session its data channels name ({@link Handshake.Ready}).
+         */
         READY(0x04),
         /** server → client: {@code reason:string}; the server closes the channel after it. */
         REJECT(0x05),
@@ -36,7 +39,13 @@ record ControlFrame(Type type, long requestId, ByteBuffer payload) {
         /** The handler failed: {@code reason:string}. Final, not retried. */
         ERROR(0x08),
         PING(0x09),
-        PONG(0x0A);
+        PONG(0x0A),
+        /**
+         * server → client: {@code reason:string}; the data channel names no live control session of
+         * its peer (ended, another's, or none). The server closes the channel; the client connects
+         * it again once its control channel has a session.
+         */
+        UNBOUND(0x0B);
 
         final int wireId;
 

@@ -20,19 +20,48 @@ final class Handshake {
     private Handshake() {
     }
 
-    /** HELLO: {@code class:u8 instance:16B nonce:16B wantsAuth:bool}; the instance names the client process. */
-    record Hello(TrafficClass trafficClass, UUID instance, byte[] nonce, boolean wantsAuth) {
+    /** A control channel's HELLO names no session: it starts one. */
+    static final byte[] NO_SESSION = new byte[Auth.SESSION_BYTES];
+
+    /**
+     * HELLO: {@code class:u8 instance:16B nonce:16B session:16B wantsAuth:bool}; the instance names the
+     * client process; a data channel names the control session it belongs to (the id its control
+     * channel's READY carried), a control channel {@link #NO_SESSION}.
+     */
+    record Hello(TrafficClass trafficClass, UUID instance, byte[] nonce, byte[] session, boolean wantsAuth) {
+        /** A control channel's HELLO. */
+        Hello(TrafficClass trafficClass, UUID instance, byte[] nonce, boolean wantsAuth) {
+            this(trafficClass, instance, nonce, NO_SESSION, wantsAuth);
+        }
+
         ByteBuffer encode() {
             return MessageWriter.body().id(TRAFFIC_CLASSES, trafficClass).i64(instance.getMostSignificantBits())
-                    .i64(instance.getLeastSignificantBits()).fixed(nonce).bool(wantsAuth).finish();
+                    .i64(instance.getLeastSignificantBits()).fixed(nonce).fixed(session).bool(wantsAuth).finish();
         }
 
         static Hello decode(ByteBuffer payload) throws MalformedMessageException {
             MessageReader<Void> r = MessageReader.body("control HELLO", payload);
             Hello hello = new Hello(r.id("class", TRAFFIC_CLASSES), new UUID(r.i64("instance"), r.i64("instance")),
-                    r.fixed("nonce", Auth.NONCE_BYTES), r.bool("wantsAuth"));
+                    r.fixed("nonce", Auth.NONCE_BYTES), r.fixed("session", Auth.SESSION_BYTES), r.bool("wantsAuth"));
             r.end();
             return hello;
+        }
+    }
+
+    /**
+     * READY on a control channel: {@code session:16B}, the id of the session it started, which the
+     * peer's data channels name (HELLO, and on verbs the {@link ConnectProof}). READY on a data channel is empty.
+     */
+    record Ready(byte[] session) {
+        ByteBuffer encode() {
+            return MessageWriter.body().fixed(session).finish();
+        }
+
+        static Ready decode(ByteBuffer payload) throws MalformedMessageException {
+            MessageReader<Void> r = MessageReader.body("control READY", payload);
+            Ready ready = new Ready(r.fixed("session", Auth.SESSION_BYTES));
+            r.end();
+            return ready;
         }
     }
 

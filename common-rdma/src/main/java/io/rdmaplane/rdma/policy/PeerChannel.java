@@ -70,6 +70,8 @@ final class PeerChannel {
     /** The probe sent when this channel went SUSPECT went unanswered (timed out or failed). */
     private boolean probeUnanswered;
     private byte[] clientNonce;
+    /** The control session this attempt's data channel belongs to (a control channel's: none). */
+    private byte[] session;
     private ScheduledFuture<?> handshakeTimer;
 
     PeerChannel(PeerConnection owner, TrafficClass trafficClass, int depth) {
@@ -196,10 +198,32 @@ final class PeerChannel {
 
     // ---------------------------------------------------------------- connecting and the handshake
 
+    /**
+     * One connect attempt. A data channel belongs to the control channel's session: it waits for one
+     * (the control channel's READY), and gives up with the control channel.
+     */
     private void connect(int gen) {
+        if (trafficClass == TrafficClass.CONTROL) {
+            connect(gen, Handshake.NO_SESSION);
+            return;
+        }
+        owner.session().whenComplete((id, error) -> {
+            if (error != null) {
+                fail(gen, "the control channel gave up: " + rootMessage(error));
+            } else if (current(gen)) {
+                connect(gen, id);
+            }
+        });
+    }
+
+    private synchronized boolean current(int gen) {
+        return gen == generation && state != ChannelState.CLOSED && state != ChannelState.FAILED;
+    }
+
+    private void connect(int gen, byte[] sessionId) {
         // The server READs nothing of ours; where the transport checks before a channel exists (verbs),
-        // the connect proves the secret and says the traffic class (ConnectProof).
-        ConnectRequest request = new ConnectRequest(ConnectProof.create(options.secret(), trafficClass), false);
+        // the connect proves the secret, says the traffic class and a data channel's session (ConnectProof).
+        ConnectRequest request = new ConnectRequest(ConnectProof.create(options.secret(), trafficClass, sessionId), false);
         owner.client().node().connect(owner.address(), depth, trafficClass.lane(), new Handler(gen), request).whenComplete((opened, error) -> {
             if (error != null) {
                 attemptFailed(gen, "cannot connect: " + rootMessage(error));
@@ -213,11 +237,12 @@ final class PeerChannel {
                 }
                 channel = opened;
                 clientNonce = nonce;
+                session = sessionId;
                 handshakeTimer = owner.client().schedule(() -> attemptFailed(gen, "no READY from the server within "
                         + options.handshakeTimeout().toMillis() + " ms (handshakeTimeout)"), options.handshakeTimeout().toNanos());
             }
             UUID instance = owner.client().instance(owner.address());
-            ByteBuffer hello = new Handshake.Hello(trafficClass, instance, nonce, options.secret() != null).encode();
+            ByteBuffer hello = new Handshake.Hello(trafficClass, instance, nonce, sessionId, options.secret() != null).encode();
             opened.send(new ControlFrame(Type.HELLO, 0, hello).encode());
         });
     }
@@ -258,7 +283,9 @@ final class PeerChannel {
     private void onFrame(int gen, Channel ch, ControlFrame frame) {
         switch (frame.type()) {
             case CHALLENGE -> onChallenge(gen, ch, frame.payload());
-            case READY -> onReady(gen);
+            case READY -> onReady(gen, frame.payload());
+            case UNBOUND -> attemptFailed(gen, "the server knows no live session of this data channel (the control"
+                    + " channel's was ended); connecting again in the control channel's next session");
             case REJECT -> {
                 String reason;
                 try {
@@ -276,8 +303,10 @@ final class PeerChannel {
     private void onChallenge(int gen, Channel ch, ByteBuffer payload) {
         byte[] secret = options.secret();
         byte[] nonce;
+        byte[] sessionId;
         synchronized (this) {
             nonce = clientNonce;
+            sessionId = session;
         }
         if (secret == null) {
             metrics.authFailure();
@@ -292,16 +321,26 @@ final class PeerChannel {
             fail(gen, "the server asked for authentication with a malformed challenge: " + e.getMessage());
             return;
         }
-        if (!Auth.matches(Auth.serverProof(secret, nonce, challenge.nonce()), challenge.mac())) {
+        byte[] key = trafficClass == TrafficClass.DATA ? Auth.sessionKey(secret, sessionId) : secret;
+        if (!Auth.matches(Auth.serverProof(key, nonce, challenge.nonce()), challenge.mac())) {
             metrics.authFailure();
             fail(gen, "the server failed to prove it knows the shared secret");
             return;
         }
-        ch.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(secret, nonce, challenge.nonce())).encode())
+        ch.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(key, nonce, challenge.nonce())).encode())
                 .encode());
     }
 
-    private void onReady(int gen) {
+    private void onReady(int gen, ByteBuffer payload) {
+        byte[] started = null;
+        if (trafficClass == TrafficClass.CONTROL) {
+            try {
+                started = Handshake.Ready.decode(payload).session();
+            } catch (MalformedMessageException e) {
+                attemptFailed(gen, "a malformed READY: " + e.getMessage());
+                return;
+            }
+        }
         synchronized (this) {
             if (gen != generation || (state != ChannelState.CONNECTING && state != ChannelState.RECONNECTING)) {
                 return;
@@ -312,6 +351,9 @@ final class PeerChannel {
             everReady = true;
             failedAttempts = 0;
             transition(ChannelState.READY, "the server is ready");
+        }
+        if (started != null) {
+            owner.sessionStarted(started);
         }
         dispatch();
     }
@@ -412,6 +454,9 @@ final class PeerChannel {
         if (old == null) {
             attemptFailed(gen, why);
         } else {
+            if (trafficClass == TrafficClass.CONTROL) {
+                owner.sessionEnded(null); // the server ends the session's data channels; they wait for the next one
+            }
             old.close();
             scheduleAttempt();
         }
@@ -492,6 +537,9 @@ final class PeerChannel {
             old.close();
         }
         owner.channelFailed(this); // first, so whoever hears of a dropped work sees the peer as failed
+        if (trafficClass == TrafficClass.CONTROL) {
+            owner.sessionEnded(unavailable("the " + describe() + " failed: " + why, null));
+        }
         PeerUnavailableException cause = unavailable("the " + describe() + " failed: " + why, null);
         for (Work work : dropped) {
             work.failed(cause);
@@ -515,6 +563,9 @@ final class PeerChannel {
             old.close();
         }
         PeerUnavailableException cause = unavailable("the " + describe() + " was closed", null);
+        if (trafficClass == TrafficClass.CONTROL) {
+            owner.sessionEnded(cause);
+        }
         dropped.forEach(work -> work.failed(cause));
     }
 

@@ -32,6 +32,8 @@ public final class PeerConnection implements AutoCloseable {
     private final AtomicBoolean firstBlockClaimed = new AtomicBoolean();
     private final AtomicBoolean askingLiveness = new AtomicBoolean();
     private volatile boolean failed;
+    /** The control channel's session (the id its READY carried): a new one while it reconnects, failed once it gives up. */
+    private CompletableFuture<byte[]> session = new CompletableFuture<>(); // guarded by this
 
     PeerConnection(PolicyClient client, InetSocketAddress address) {
         this.client = client;
@@ -318,6 +320,37 @@ public final class PeerConnection implements AutoCloseable {
         });
     }
 
+    /** The control session the data channel's next attempt belongs to, once there is one. */
+    synchronized CompletableFuture<byte[]> session() {
+        return session;
+    }
+
+    /** The control channel is READY in session {@code id}. */
+    void sessionStarted(byte[] id) {
+        CompletableFuture<byte[]> current;
+        synchronized (this) {
+            if (session.isDone()) {
+                session = new CompletableFuture<>();
+            }
+            current = session;
+        }
+        current.complete(id);
+    }
+
+    /** The control channel's session ended: it reconnects ({@code cause} null), or it gave up or was closed. */
+    void sessionEnded(Throwable cause) {
+        CompletableFuture<byte[]> current;
+        synchronized (this) {
+            if (session.isDone() && !session.isCompletedExceptionally()) {
+                session = new CompletableFuture<>();
+            }
+            current = session;
+        }
+        if (cause != null) {
+            current.completeExceptionally(cause);
+        }
+    }
+
     void channelFailed(PeerChannel channel) {
         failed = true;
         client.peerFailed(this);
@@ -343,8 +376,8 @@ public final class PeerConnection implements AutoCloseable {
     @Override
     public void close() {
         client.closed(this);
+        data.close(); // first: it would otherwise hear its control channel's session end and fail
         control.close();
-        data.close();
         PeerUnavailableException closed = new PeerUnavailableException("connection to " + address + " closed", null);
         requests.values().forEach(r -> r.future.completeExceptionally(closed));
     }

@@ -36,6 +36,13 @@ import org.slf4j.LoggerFactory;
  * only on a data channel whose peer has completed the handshake, and only of the regions granted
  * to that peer ({@link PeerIdentity#grant}).
  *
+ * <p>Data channels belong to a control session. A control channel's handshake starts one: its READY
+ * carries a fresh session id. A data channel names that id (in its HELLO, and on verbs in its
+ * {@link ConnectProof}) and runs its challenge-response on the session's key
+ * ({@link Auth#sessionKey}); it is taken only while the session lives and only from the session's
+ * peer (the same process, from the same host). When the control channel closes, its session ends and
+ * its data channels are closed with it: no data channel outlives its session.
+ *
  * <p>What it holds for clients is bounded ({@link ServerLimits}): channels not yet authenticated,
  * in total and per peer address (more are refused at once), the time one may take to
  * authenticate, and the answers kept per peer, which go when the peer's last channel closes.
@@ -109,6 +116,53 @@ public final class PolicyServer implements AutoCloseable {
     });
     private final ScheduledThreadPoolExecutor timer;
     private final ConnectProof.Verifier connectProofs;
+    /** Live control sessions by id (hex). */
+    private final Map<String, ControlSession> sessions = new ConcurrentHashMap<>();
+
+    /** One authenticated control channel's session: whose it is, and the data channels bound to it. */
+    private static final class ControlSession {
+        final byte[] id;
+        final UUID instance;
+        final Object host;
+        private volatile boolean live = true;
+        private final List<Session> data = new ArrayList<>(); // guarded by this
+
+        ControlSession(byte[] id, UUID instance, Object host) {
+            this.id = id;
+            this.instance = instance;
+            this.host = host;
+        }
+
+        /** Binds a data channel, unless the session has ended. */
+        synchronized boolean bind(Session channel) {
+            if (live) {
+                data.add(channel);
+            }
+            return live;
+        }
+
+        synchronized void unbind(Session channel) {
+            data.remove(channel);
+        }
+
+        /** Ends the session: the data channels bound to it, which the caller closes. */
+        synchronized List<Session> end() {
+            live = false;
+            List<Session> bound = new ArrayList<>(data);
+            data.clear();
+            return bound;
+        }
+    }
+
+    /** The live session {@code id} of the peer on {@code host} (and {@code instance}, when known), or null. */
+    private ControlSession liveSession(byte[] id, UUID instance, Object host) {
+        ControlSession session = sessions.get(java.util.HexFormat.of().formatHex(id));
+        if (session == null || !session.live || !session.host.equals(host)
+                || (instance != null && !session.instance.equals(instance))) {
+            return null;
+        }
+        return session;
+    }
 
     /** A server with the {@linkplain ServerLimits#defaults() default limits}. */
     public PolicyServer(Node node, PolicyOptions options, PolicyMetrics metrics, RequestHandler handler) {
@@ -135,12 +189,16 @@ public final class PolicyServer implements AutoCloseable {
     public PolicyServer start() throws TransportException {
         if (options.secret() == null && OPEN_DATA_PLANE_LOGGED.compareAndSet(false, true)) {
             LOG.warn("no secret is configured: the RDMA data plane is open; any peer that completes the handshake may ask"
-                    + " for regions and READ what it is granted (on verbs: any peer that connects a data channel may READ a"
-                    + " region whose rkey it knows); set spark.authenticate or the policy secret to require one");
+                    + " for regions and READ what it is granted (on verbs: any peer that connects a data channel in a live"
+                    + " control session may READ a region whose rkey it knows); set spark.authenticate or the policy secret"
+                    + " to require one");
         }
         node.listen(new ChannelAcceptor() {
             @Override
             public ChannelHandler accept(Channel channel) {
+                if (timer.isShutdown()) {
+                    return null; // closed: a client reconnecting meanwhile is turned away
+                }
                 return PolicyServer.this.admit(channel) ? new Session(channel) : null; // null: the transport closes it
             }
 
@@ -159,7 +217,11 @@ public final class PolicyServer implements AutoCloseable {
     private Admission admitConnect(SocketAddress from, ByteBuffer connectData) {
         TrafficClass trafficClass;
         try {
-            trafficClass = connectProofs.check(connectData, System.currentTimeMillis());
+            ConnectProof.Claim claim = connectProofs.check(connectData, System.currentTimeMillis());
+            trafficClass = claim.trafficClass();
+            if (trafficClass == TrafficClass.DATA && liveSession(claim.session(), null, hostOf(from)) == null) {
+                throw new ConnectProof.Refusal("a data channel's connect names no live control session of its peer");
+            }
         } catch (ConnectProof.Refusal refusal) {
             if (refusal.getMessage().startsWith("authentication")) {
                 metrics.authFailure();
@@ -213,7 +275,10 @@ public final class PolicyServer implements AutoCloseable {
 
     /** The peer's host: channels from one host count together whatever their ports. */
     private static Object addressOf(Channel channel) {
-        SocketAddress remote = channel.remoteAddress();
+        return hostOf(channel.remoteAddress());
+    }
+
+    private static Object hostOf(SocketAddress remote) {
         return remote instanceof InetSocketAddress inet && inet.getAddress() != null ? inet.getAddress() : remote;
     }
 
@@ -222,6 +287,16 @@ public final class PolicyServer implements AutoCloseable {
         synchronized (unauthenticated) {
             return unauthenticatedTotal;
         }
+    }
+
+    /** Control sessions live now; for tests. */
+    int liveSessions() {
+        return sessions.size();
+    }
+
+    /** Lets the next server without a secret say again that the data plane is open; for tests of that line. */
+    static void forgetOpenDataPlaneWarning() {
+        OPEN_DATA_PLANE_LOGGED.set(false);
     }
 
     /** Answers kept for re-sent requests, over all peers; for tests. */
@@ -270,6 +345,12 @@ public final class PolicyServer implements AutoCloseable {
         private volatile boolean authenticated;
         private volatile ReadGrants grants;
         private volatile boolean readySent;
+        /** The key of its challenge-response: the secret (control), its session's key (data). */
+        private byte[] key;
+        /** A control channel's session, once authenticated. */
+        private ControlSession started;
+        /** The session a data channel belongs to, from its HELLO on. */
+        private volatile ControlSession boundTo;
         /** Counted among the unauthenticated channels (see admit); guarded by this. */
         private boolean pending = true;
 
@@ -337,14 +418,34 @@ public final class PolicyServer implements AutoCloseable {
                 reject("authentication is required (a secret is configured here, not on the client)");
             } else if (options.secret() == null && wantsAuth) {
                 reject("the client wants authentication but no secret is configured here");
+            } else if (trafficClass == TrafficClass.DATA && !bind(hello.session())) {
+                unbound();
             } else if (options.secret() == null) {
                 authenticated();
             } else {
+                key = trafficClass == TrafficClass.DATA ? Auth.sessionKey(options.secret(), hello.session()) : options.secret();
                 serverNonce = Auth.nonce();
-                ByteBuffer challenge = new Handshake.Challenge(serverNonce, Auth.serverProof(options.secret(), clientNonce, serverNonce))
+                ByteBuffer challenge = new Handshake.Challenge(serverNonce, Auth.serverProof(key, clientNonce, serverNonce))
                         .encode();
                 channel.send(new ControlFrame(Type.CHALLENGE, 0, challenge).encode());
             }
+        }
+
+        /** Binds this data channel to its peer's live session {@code id}; false if there is none. */
+        private boolean bind(byte[] id) {
+            ControlSession session = liveSession(id, instance, addressOf(channel));
+            if (session == null || !session.bind(this)) {
+                return false;
+            }
+            boundTo = session;
+            return true;
+        }
+
+        /** A data channel of no live session of its peer: the client may try again once it has one. */
+        private void unbound() {
+            String reason = "the data channel names no live control session of its peer (ended, another's, or none)";
+            LOG.warn("refusing the data channel from {}: {}", channel.remoteAddress(), reason);
+            channel.send(ControlFrame.withReason(Type.UNBOUND, 0, reason).encode()).whenComplete((ok, e) -> channel.close());
         }
 
         private void onProof(ByteBuffer payload) {
@@ -356,7 +457,7 @@ public final class PolicyServer implements AutoCloseable {
                 return;
             }
             if (serverNonce == null || authenticated
-                    || !Auth.matches(Auth.clientProof(options.secret(), clientNonce, serverNonce), proof.mac())) {
+                    || !Auth.matches(Auth.clientProof(key, clientNonce, serverNonce), proof.mac())) {
                 reject("authentication failed");
                 return;
             }
@@ -368,11 +469,19 @@ public final class PolicyServer implements AutoCloseable {
             authenticated = true;
             noLongerPending();
             channelsPerPeer.computeIfAbsent(instance, i -> new AtomicInteger()).incrementAndGet();
+            ByteBuffer readyPayload = null;
+            if (trafficClass == TrafficClass.CONTROL) {
+                ControlSession session = new ControlSession(Auth.nonce(), instance, addressOf(channel));
+                started = session;
+                sessions.put(java.util.HexFormat.of().formatHex(session.id), session);
+                readyPayload = new Handshake.Ready(session.id).encode();
+            }
+            ByteBuffer payload = readyPayload;
             // READY only once the regions are registered: no READ may race their registration.
             ready.thenRun(() -> {
                 if (channel.isOpen()) {
                     readySent = true;
-                    channel.send(ControlFrame.of(Type.READY, 0).encode());
+                    channel.send(new ControlFrame(Type.READY, 0, payload == null ? null : payload.duplicate()).encode());
                 }
             });
         }
@@ -424,15 +533,35 @@ public final class PolicyServer implements AutoCloseable {
                     .whenComplete((ok, e) -> channel.close());
         }
 
-        /** Control channels carry no READs; a data channel only once its peer is authenticated, of what it was granted. */
+        /**
+         * Control channels carry no READs; a data channel only once its peer is authenticated, while its
+         * session lives, of what it was granted.
+         */
         @Override
         public boolean permitsRemoteRead(Channel ch, int rkey) {
-            return authenticated && trafficClass == TrafficClass.DATA && grants.allows(rkey);
+            ControlSession session = boundTo;
+            return authenticated && trafficClass == TrafficClass.DATA && session != null && session.live && grants.allows(rkey);
         }
 
         @Override
         public void onClosed(Channel ch, TransportException cause) {
             noLongerPending();
+            ControlSession bound = boundTo;
+            if (bound != null) {
+                bound.unbind(this);
+            }
+            ControlSession session;
+            synchronized (this) {
+                session = started;
+                started = null;
+            }
+            if (session != null) { // the control channel's session ends, and its data channels with it
+                sessions.remove(java.util.HexFormat.of().formatHex(session.id), session);
+                for (Session data : session.end()) {
+                    LOG.debug("closing the data channel from {}: its control session ended", data.channel.remoteAddress());
+                    data.channel.close();
+                }
+            }
             if (authenticated) {
                 AtomicInteger left = channelsPerPeer.get(instance);
                 if (left != null && left.decrementAndGet() == 0) {

@@ -101,8 +101,11 @@ class DataPlaneAuthTest {
             return;
         }
         Outsider outsider = connect(f, forged);
+        // The outsider names a live session and its peer's id as seen on the wire (tcp carries them in the clear).
+        UUID instance = UUID.randomUUID();
+        Session seen = session(f, instance, SECRET);
         byte[] nonce = Auth.nonce();
-        outsider.send(hello(TrafficClass.DATA, nonce, true));
+        outsider.send(hello(TrafficClass.DATA, instance, nonce, seen.id(), true));
         assertEquals(Type.CHALLENGE, outsider.next().type(), "the server challenges the outsider");
         // The handshake is open (up to handshakeTimeout): the outsider cannot prove, but tries to READ now.
         assertRefused(outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
@@ -133,9 +136,10 @@ class DataPlaneAuthTest {
         RemoteBlock block = f.exposeBlock(SIZE, 7);
         UUID instance = UUID.randomUUID();
         f.server.grants(instance).grant(block.rkey());
-        ConnectRequest seen = new ConnectRequest(ConnectProof.create(SECRET, TrafficClass.DATA), true);
+        Session session = session(f, instance, SECRET);
+        ConnectRequest seen = new ConnectRequest(ConnectProof.create(SECRET, TrafficClass.DATA, session.id()), true);
         Outsider first = connect(f, seen);
-        handshake(first, TrafficClass.DATA, instance, SECRET);
+        handshake(first, TrafficClass.DATA, instance, SECRET, session.id());
         first.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer with the secret READs the block");
         attackerLanding.buffer().put(new byte[SIZE]);
@@ -154,8 +158,8 @@ class DataPlaneAuthTest {
         RemoteBlock block = f.exposeBlock(SIZE, 4);
         UUID instance = UUID.randomUUID();
         f.server.grants(instance).grant(block.rkey()); // refused on control for being control, not for want of a grant
-        Outsider control = connect(f, proven(SECRET, TrafficClass.CONTROL));
-        handshake(control, TrafficClass.CONTROL, instance, SECRET);
+        Outsider control = connect(f, proven(SECRET, TrafficClass.CONTROL, Handshake.NO_SESSION));
+        handshake(control, TrafficClass.CONTROL, instance, SECRET, Handshake.NO_SESSION);
         if (verbs()) {
             // The control QP has no responder resources: rxe's requester never sends the READ (the operation times
             // out), and a requester that sent it anyway would be NAKed.
@@ -164,8 +168,10 @@ class DataPlaneAuthTest {
             assertRefused(control.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
         }
 
-        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA));
-        handshake(data, TrafficClass.DATA, instance, SECRET);
+        // The refused READ broke that control channel, and its session with it: the data channel's is another.
+        byte[] session = session(f, instance, SECRET).id();
+        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA, session));
+        handshake(data, TrafficClass.DATA, instance, SECRET, session);
         data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer with the secret READs the block");
     }
@@ -184,8 +190,9 @@ class DataPlaneAuthTest {
 
         UUID instance = UUID.randomUUID();
         f.server.grants(instance).grant(block.rkey());
-        Outsider peer = connect(f, proven(null, TrafficClass.DATA));
-        handshake(peer, TrafficClass.DATA, instance, null);
+        Session session = session(f, instance, null);
+        Outsider peer = connect(f, proven(null, TrafficClass.DATA, session.id()));
+        handshake(peer, TrafficClass.DATA, instance, null, session.id());
         peer.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()));
     }
@@ -198,17 +205,102 @@ class DataPlaneAuthTest {
         ByteBuffer memory = ByteBuffer.allocateDirect(SIZE).put(0, (byte) 9);
         MemoryRegion region = f.server.peerScope(instance).add(f.serverNode.register(memory)); // lives as long as its session
         f.server.grants(instance).grant(region.rkey());
-        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA));
-        handshake(data, TrafficClass.DATA, instance, SECRET);
+        Session session = session(f, instance, SECRET);
+        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA, session.id()));
+        handshake(data, TrafficClass.DATA, instance, SECRET, session.id());
         data.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(9, attackerLanding.buffer().get(0), "the session READs its region");
         attackerLanding.buffer().put(new byte[SIZE]);
 
-        data.channel.close(); // the peer's last channel: its session ends
+        data.channel.close(); // the peer's last channels: its session ends
+        session.control().channel.close();
         Polling.waitUntil(() -> !region.isValid(), Duration.ofSeconds(WAIT), "the region revoked with the session");
-        Outsider again = connect(f, proven(SECRET, TrafficClass.DATA));
-        handshake(again, TrafficClass.DATA, instance, SECRET); // the same peer, a new session: the old key is gone
+        Session next = session(f, instance, SECRET);
+        Outsider again = connect(f, proven(SECRET, TrafficClass.DATA, next.id()));
+        handshake(again, TrafficClass.DATA, instance, SECRET, next.id()); // the same peer, a new session: the old key is gone
         assertRefused(again.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0));
+    }
+
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aDataChannelWithAValidProofInAnotherPeersOrAnEndedSessionIsRefused(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        RemoteBlock block = f.exposeBlock(SIZE, 8);
+        UUID victim = UUID.randomUUID();
+        f.server.grants(victim).grant(block.rkey());
+
+        // The victim's id with another peer's live session, proven on that session's key (the secret is known).
+        Session others = session(f, UUID.randomUUID(), SECRET);
+        Outsider crossed = connect(f, proven(SECRET, TrafficClass.DATA, others.id())); // verbs: the session's host, admitted
+        assertUnbound(crossed, victim, others.id(), block);
+
+        // A session id the server never gave out.
+        byte[] made = Auth.nonce();
+        if (verbs()) {
+            assertConnectRefused(f, proven(SECRET, TrafficClass.DATA, made)); // no QP
+        } else {
+            assertUnbound(connect(f, ConnectRequest.OPEN), victim, made, block);
+        }
+
+        // The victim's own session, ended.
+        Session ended = session(f, victim, SECRET);
+        ended.control().channel.close();
+        Polling.waitUntil(() -> f.server.liveSessions() == 1, Duration.ofSeconds(WAIT), "the victim's session ended");
+        if (verbs()) {
+            assertConnectRefused(f, proven(SECRET, TrafficClass.DATA, ended.id()));
+        } else {
+            assertUnbound(connect(f, ConnectRequest.OPEN), victim, ended.id(), block);
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aDataChannelIsClosedWithItsSessionAndReadsNothingAfter(TestTransport on) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        RemoteBlock block = f.exposeBlock(SIZE, 9);
+        UUID instance = UUID.randomUUID();
+        f.server.grants(instance).grant(block.rkey());
+        Session session = session(f, instance, SECRET);
+        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA, session.id()));
+        handshake(data, TrafficClass.DATA, instance, SECRET, session.id());
+        data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the data channel READs in its session");
+        attackerLanding.buffer().put(new byte[SIZE]);
+
+        session.control().channel.close(); // the session ends; its data channel is left open by its peer
+        Polling.waitUntil(() -> !data.channel.isOpen(), Duration.ofSeconds(WAIT), "the server closed the data channel");
+        assertReadFails(data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+        assertEquals(0, f.server.liveSessions());
+    }
+
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void withoutASecretTheOpenDataPlaneIsLoggedOncePerProcess(TestTransport on) throws Exception {
+        java.io.PrintStream err = System.err;
+        java.io.ByteArrayOutputStream captured = new java.io.ByteArrayOutputStream();
+        PolicyServer.forgetOpenDataPlaneWarning(); // as in a fresh process
+        System.setErr(new java.io.PrintStream(captured, true, StandardCharsets.UTF_8)); // slf4j-simple writes to System.err
+        Node second = null;
+        try {
+            open(on, SECRET); // a server with a secret says nothing of it
+            assertEquals(0, openDataPlaneLines(captured));
+            fixture.close();
+            fixture = fixture(null);
+            second = on.node(true);
+            try (PolicyServer another = new PolicyServer(second, on.policy(), new PolicyMetrics(), PolicyFixture.echo()).start()) {
+                assertEquals(1, openDataPlaneLines(captured), "two servers without a secret, one line: " + captured);
+            }
+        } finally {
+            System.setErr(err);
+            if (second != null) {
+                second.close();
+            }
+        }
+    }
+
+    private static long openDataPlaneLines(java.io.ByteArrayOutputStream captured) {
+        return captured.toString(StandardCharsets.UTF_8).lines().filter(l -> l.contains("WARN")
+                && l.contains("the RDMA data plane is open")).count();
     }
 
     @Test
@@ -221,12 +313,13 @@ class DataPlaneAuthTest {
             RemoteBlock block = f.exposeBlock(SIZE, 6); // granted to the fixture's own client
             UUID owner = UUID.randomUUID();
             f.server.grants(owner).grant(block.rkey());
+            UUID stranger = UUID.randomUUID();
             Outsider other = connect(f, ConnectRequest.OPEN);
-            handshake(other, TrafficClass.DATA, UUID.randomUUID(), secret);
+            handshake(other, TrafficClass.DATA, stranger, secret, session(f, stranger, secret).id());
             assertRefused(other.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
 
             Outsider granted = connect(f, ConnectRequest.OPEN);
-            handshake(granted, TrafficClass.DATA, owner, secret);
+            handshake(granted, TrafficClass.DATA, owner, secret, session(f, owner, secret).id());
             granted.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
             assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer it was granted to READs it");
             attackerLanding.buffer().put(new byte[SIZE]);
@@ -295,8 +388,17 @@ class DataPlaneAuthTest {
         return f;
     }
 
-    private static ConnectRequest proven(byte[] secret, TrafficClass trafficClass) {
-        return new ConnectRequest(ConnectProof.create(secret, trafficClass), trafficClass == TrafficClass.DATA);
+    private static ConnectRequest proven(byte[] secret, TrafficClass trafficClass, byte[] session) {
+        return new ConnectRequest(ConnectProof.create(secret, trafficClass, session), trafficClass == TrafficClass.DATA);
+    }
+
+    /** A control session of {@code instance}: its authenticated control channel and the id its READY carried. */
+    private record Session(Outsider control, byte[] id) {
+    }
+
+    private Session session(PolicyFixture f, UUID instance, byte[] secret) throws Exception {
+        Outsider control = connect(f, proven(secret, TrafficClass.CONTROL, Handshake.NO_SESSION));
+        return new Session(control, handshake(control, TrafficClass.CONTROL, instance, secret, Handshake.NO_SESSION));
     }
 
     /** A channel from the outsider's node to the server with transport HELLO done, and what arrives on it. */
@@ -343,23 +445,46 @@ class DataPlaneAuthTest {
     }
 
     private static ByteBuffer hello(TrafficClass trafficClass, UUID instance, byte[] nonce, boolean wantsAuth) {
-        return new ControlFrame(Type.HELLO, 0, new Handshake.Hello(trafficClass, instance, nonce, wantsAuth).encode()).encode();
+        return hello(trafficClass, instance, nonce, Handshake.NO_SESSION, wantsAuth);
     }
 
-    /** The whole handshake by hand (with the secret, if not null) up to READY. */
-    private static void handshake(Outsider outsider, TrafficClass trafficClass, UUID instance, byte[] secret) throws Exception {
+    private static ByteBuffer hello(TrafficClass trafficClass, UUID instance, byte[] nonce, byte[] session, boolean wantsAuth) {
+        return new ControlFrame(Type.HELLO, 0, new Handshake.Hello(trafficClass, instance, nonce, session, wantsAuth).encode())
+                .encode();
+    }
+
+    /**
+     * The whole handshake by hand (with the secret, if not null) up to READY; a data channel's in {@code session},
+     * on the session's key. Returns the session a control channel's READY started (a data channel's: null).
+     */
+    private static byte[] handshake(Outsider outsider, TrafficClass trafficClass, UUID instance, byte[] secret, byte[] session)
+            throws Exception {
+        ControlFrame answer = startHandshake(outsider, trafficClass, instance, secret, session);
+        assertEquals(Type.READY, answer.type(), () -> "expected READY, was " + answer.type());
+        return trafficClass == TrafficClass.CONTROL ? Handshake.Ready.decode(answer.payload()).session() : null;
+    }
+
+    /** The handshake by hand up to the server's last answer (READY, or a refusal). */
+    private static ControlFrame startHandshake(Outsider outsider, TrafficClass trafficClass, UUID instance, byte[] secret,
+                                               byte[] session) throws Exception {
         byte[] nonce = Auth.nonce();
-        outsider.send(hello(trafficClass, instance, nonce, secret != null));
-        if (secret == null) {
-            assertEquals(Type.READY, outsider.next().type());
-            return;
-        }
+        outsider.send(hello(trafficClass, instance, nonce, session, secret != null));
         ControlFrame challenge = outsider.next();
-        assertEquals(Type.CHALLENGE, challenge.type());
+        if (secret == null || challenge.type() != Type.CHALLENGE) {
+            return challenge;
+        }
+        byte[] key = trafficClass == TrafficClass.DATA ? Auth.sessionKey(secret, session) : secret;
         byte[] serverNonce = Handshake.Challenge.decode(challenge.payload()).nonce();
-        outsider.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(secret, nonce, serverNonce)).encode())
+        outsider.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(key, nonce, serverNonce)).encode())
                 .encode());
-        assertEquals(Type.READY, outsider.next().type());
+        return outsider.next();
+    }
+
+    /** The data channel's handshake in {@code session} as {@code instance} is refused as unbound, and it READs nothing. */
+    private void assertUnbound(Outsider outsider, UUID instance, byte[] session, RemoteBlock block) throws Exception {
+        ControlFrame answer = startHandshake(outsider, TrafficClass.DATA, instance, SECRET, session);
+        assertEquals(Type.UNBOUND, answer.type(), () -> "expected UNBOUND, was " + answer.type());
+        assertReadFails(outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
     }
 
     /** The READ fails, whatever the status, and no byte arrives. */

@@ -164,6 +164,30 @@ class PolicyTest {
     }
 
     @Test
+    void whenTheControlChannelIsRebuiltTheDataChannelRejoinsInItsNewSessionAndReadsGoOn() throws Exception {
+        byte[] secret = "app-secret".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        PolicyOptions options = PolicyFixture.fast().withSecret(secret);
+        try (PolicyFixture f = new PolicyFixture(options, options, PolicyFixture.echo())) {
+            f.server.markReady();
+            PeerConnection peer = f.peer();
+            RemoteBlock block = f.exposeBlock(64 << 10, 11);
+            MemoryRegion landing = f.landing(64 << 10);
+            peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
+            assertEquals(1, f.server.liveSessions());
+
+            f.clientNode.cutConnections(io.rdmaplane.rdma.provider.Lane.CONTROL); // only the control channel breaks
+            // Its session ends, and the server closes the session's data channel: it is rebuilt in the next session.
+            io.rdmaplane.rdma.testing.Polling.waitUntil(() -> f.transitions.contains("DATA:RECONNECTING->READY"),
+                    java.time.Duration.ofSeconds(WAIT), "the data channel rebuilt: " + f.transitions);
+            landing.buffer().put(0, new byte[64 << 10]);
+            peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
+            assertEquals(block.crc32c(), PolicyFixture.crc(landing.buffer()));
+            assertEquals(1, f.server.liveSessions(), "the new session only");
+            assertEquals(ChannelState.READY, peer.state(TrafficClass.CONTROL));
+        }
+    }
+
+    @Test
     void afterAReconnectTheWindowStartsSmallAndGrows() throws Exception {
         PolicyOptions options = PolicyFixture.fast().withChecksumSampleRate(0);
         try (PolicyFixture f = new PolicyFixture(options, options, PolicyFixture.echo())) {

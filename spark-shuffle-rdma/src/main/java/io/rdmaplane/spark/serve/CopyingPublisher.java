@@ -87,7 +87,7 @@ final class CopyingPublisher implements MapOutputPublisher {
                     RemoteBlock remote = new RemoteBlock(region.address() + seg.offset, region.rkey(), seg.length, seg.crc32c);
                     segments[seg.reduceId] = new RemoteBlock[] {remote};
                     blocks[seg.reduceId] = new Block(EMPTY, remote, EMPTY,
-                            b.memory.duplicate().limit(seg.offset + seg.length).position(seg.offset).slice());
+                            b.memory.duplicate().limit(seg.offset + seg.length).position(seg.offset).slice(), region);
                 }
             }
         } catch (TransportException | RuntimeException e) {

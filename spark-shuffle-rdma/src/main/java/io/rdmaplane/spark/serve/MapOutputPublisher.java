@@ -46,10 +46,11 @@ interface MapOutputPublisher {
     /**
      * One partition's Arrow block as LOCATE serves it: {@code header}, the bytes of {@code remote}
      * and {@code trailer} back to back are the block; {@code remoteBytes} is the memory under
-     * {@code remote}, copied into an answer when the block travels inline. A copied segment has
-     * its framing in the region already (empty header and trailer).
+     * {@code remote}, copied into an answer when the block travels inline; {@code region} is the
+     * registered region {@code remote} lies in (a grant of it goes with its deregistration). A copied
+     * segment has its framing in the region already (empty header and trailer).
      */
-    record Block(ByteBuffer header, RemoteBlock remote, ByteBuffer trailer, ByteBuffer remoteBytes) {
+    record Block(ByteBuffer header, RemoteBlock remote, ByteBuffer trailer, ByteBuffer remoteBytes, MemoryRegion region) {
         int length() {
             return header.remaining() + remote.length() + trailer.remaining();
         }

@@ -137,7 +137,7 @@ final class MappedPublisher implements MapOutputPublisher {
                     new RemoteBlock(framingRegion.address() + trailerAt[r], framingRegion.rkey(), trailer.remaining(),
                             crc(trailer))};
                 blocks[r] = new Block(header.asReadOnlyBuffer(), segments[r][1], trailer.asReadOnlyBuffer(),
-                        mapping.slice(fileOffsets[r], (int) lengths[r]));
+                        mapping.slice(fileOffsets[r], (int) lengths[r]), payloadRegion);
             }
         }
         return new MapOutput(this, List.of(new Held(payloadRegion, mapping), new Held(framingRegion, framing)), segments,

@@ -121,9 +121,11 @@ public final class ShuffleBlockServer implements AutoCloseable {
                 }
             }
         }
-        for (LocateProtocol.Location location : answer) {
-            if (location instanceof LocateProtocol.Read read) {
-                peer.grant(read.payload().rkey()); // the asking peer READs these, and no other peer by their keys
+        for (int i = 0; i < answer.size(); i++) {
+            if (answer.get(i) instanceof LocateProtocol.Read) {
+                // The asking peer READs these, and no other peer by their keys; a grant goes when its region is
+                // deregistered (the shuffle unregistered), not only when the peer is forgotten.
+                peer.grant(blocks[i].region(), Long.MAX_VALUE);
             }
         }
         ByteBuffer encoded = LocateProtocol.encodeResponse(answer);

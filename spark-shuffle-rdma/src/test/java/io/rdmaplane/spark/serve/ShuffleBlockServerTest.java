@@ -149,6 +149,22 @@ class ShuffleBlockServerTest {
     }
 
     @Test
+    void testAPeersGrantsGoWithTheShufflesRegionsNotOnlyWithThePeer() throws Exception {
+        for (boolean mapFiles : new boolean[] {true, false}) {
+            try (Served served = new Served(mapFiles, 0, LocateProtocol.MAX_RESPONSE_BYTES, LENGTHS)) {
+                List<Location> answer = served.locate(all(LENGTHS));
+                var grants = served.server.grants(reader.instance(served.server.address()));
+                assertTrue(grants.size() > 0, "the LOCATE granted its regions to the reader");
+                assertInstanceOf(LocateProtocol.Read.class, answer.get(3));
+                served.store.removeShuffle(SHUFFLE); // its regions are deregistered; the reader stays connected
+                String kind = mapFiles ? "mapped" : "copied";
+                io.rdmaplane.rdma.testing.Polling.waitUntil(() -> grants.size() == 0, java.time.Duration.ofSeconds(30),
+                        () -> kind + ": the grants of the deregistered regions dropped, " + grants.size() + " left");
+            }
+        }
+    }
+
+    @Test
     void testBlocksBelowTheThresholdComeWholeInTheAnswer() throws Exception {
         int threshold = written(4, LENGTHS[4]).length + 1; // partition 4 and smaller ones inline, 70 000 bytes not
         for (boolean mapFiles : new boolean[] {true, false}) {

@@ -45,6 +45,8 @@ public final class FaultyNode implements Node {
 
     private final Node inner;
     private final Set<FaultyChannel> channels = ConcurrentHashMap.newKeySet();
+    /** The lane of each channel this node connected. */
+    private final java.util.Map<FaultyChannel, Lane> lanes = new ConcurrentHashMap<>();
     private final AtomicInteger readsToCorrupt = new AtomicInteger();
     private final AtomicInteger sendsToCorrupt = new AtomicInteger();
     private final AtomicInteger requests = new AtomicInteger();
@@ -75,6 +77,15 @@ public final class FaultyNode implements Node {
         LOG.warn("fault injection: cutting {} channels of {}", channels.size(), this);
         for (FaultyChannel channel : List.copyOf(channels)) {
             channel.cut();
+        }
+    }
+
+    /** Breaks the channels this node connected in {@code lane} now (e.g. only a client's control channels). */
+    public void cutConnections(Lane lane) {
+        for (FaultyChannel channel : List.copyOf(channels)) {
+            if (lanes.get(channel) == lane) {
+                channel.cut();
+            }
         }
     }
 
@@ -189,6 +200,7 @@ public final class FaultyNode implements Node {
 
     void forget(FaultyChannel channel) {
         channels.remove(channel);
+        lanes.remove(channel);
     }
 
     // ---------------------------------------------------------------- Node, passed on
@@ -245,6 +257,7 @@ public final class FaultyNode implements Node {
                                               ConnectRequest request) {
         Objects.requireNonNull(handler, "handler");
         FaultyChannel faulty = new FaultyChannel(this, handler);
+        lanes.put(faulty, lane);
         return inner.connect(peer, queueDepth, lane, faulty.fromInner(), request).thenApply(faulty::connected);
     }
 

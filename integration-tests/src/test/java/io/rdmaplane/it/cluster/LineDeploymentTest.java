@@ -27,6 +27,11 @@ class LineDeploymentTest {
     private static final RingDriver.Workload WORKLOAD = new RingDriver.Workload(40_000, 8, 8, 100);
     private static final Duration DEADLINE = Duration.ofMinutes(5); // a bound against hanging, not a time to meet (a loaded machine is slow)
     private static final Duration LIMIT = Duration.ofMinutes(15);
+    /**
+     * No locality wait: reduce tasks prefer the executor holding most map output, and short ones would all wait for it
+     * (one executor then READs nothing). The same for both applications.
+     */
+    private static final Map<String, String> SPREAD = Map.of("spark.locality.wait", "0");
 
     @Test
     void sparkLineRunsOnStandaloneThroughSparkSubmitOverRdma() {
@@ -37,14 +42,14 @@ class LineDeploymentTest {
         try (HostRing ring = HostRing.create(3); RingCluster cluster = RingCluster.start(ring, lines, dir(), LIMIT)) {
             long up = System.nanoTime();
             RingDriver.Result sort;
-            try (RingDriver driver = cluster.submit("sort", false, Map.of())) {
+            try (RingDriver driver = cluster.submit("sort", false, SPREAD)) {
                 assertRuns(version, driver);
                 sort = driver.shuffle("line", WORKLOAD, null, DEADLINE);
             }
             long sorted = System.nanoTime();
             RingDriver.Result rdma;
             RingDriver.Reports reports;
-            try (RingDriver driver = cluster.submit("rdma", true, Map.of())) {
+            try (RingDriver driver = cluster.submit("rdma", true, SPREAD)) {
                 assertRuns(version, driver);
                 driver.giveUpWhen = cluster::executorDeath;
                 try {

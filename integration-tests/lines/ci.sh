@@ -2,8 +2,9 @@
 # Builds and tests every Spark line besides the default one (README, "Spark and Hadoop lines"), each once, into
 # its own <module>/target/lines/<line>/ (the default build's target/ stays as mvn verify left it: the VM ring
 # reads it afterwards). Per line: the shuffle manager's unit tests, the catalogue's core jobs in local-cluster
-# mode with RDMA proven by the executors' counters (SparkLineCoreJobsTest) and the plug-in jar test
-# (SparkPluginJarTest); the HDFS line (hadoop3.3): the HDFS plug-in's tests and its jar test.
+# mode with RDMA proven by the executors' counters (SparkLineCoreJobsTest), the plug-in jar test
+# (SparkPluginJarTest) and the deployment on the host ring (LineDeploymentTest: standalone daemons, SparkSubmit);
+# the HDFS line (hadoop3.3): the HDFS plug-in's tests, its jar test and its daemons' deployment (LineDeploymentTest).
 # Each line leaves integration-tests/target/lines/<line>/line.env (its jars and class paths) for scripts that
 # deploy it. Usage: lines/ci.sh [line...] (default: all of them); the time of each is printed.
 set -uo pipefail
@@ -36,13 +37,13 @@ for line in "${lines[@]}"; do
   echo "lines: ==== $line"
   case $line in
     hadoop3.3)
-      tests='io.rdmaplane.hdfs.**.*Test,HdfsRdmaReadTest,ShadedPluginJarTest'
-      required=(io.rdmaplane.it.hdfs.HdfsRdmaReadTest io.rdmaplane.it.packaging.ShadedPluginJarTest)
+      tests='io.rdmaplane.hdfs.**.*Test,HdfsRdmaReadTest,ShadedPluginJarTest,LineDeploymentTest#hadoop*'
+      required=(io.rdmaplane.it.hdfs.HdfsRdmaReadTest io.rdmaplane.it.packaging.ShadedPluginJarTest io.rdmaplane.it.cluster.LineDeploymentTest)
       modules=hdfs-transfer-rdma,integration-tests ;;
     *)
-      tests="$spark_unit,SparkLineCoreJobsTest,SparkPluginJarTest"
+      tests="$spark_unit,SparkLineCoreJobsTest,SparkPluginJarTest,LineDeploymentTest#spark*"
       required=(io.rdmaplane.spark.RdmaShuffleManagerLocalTest io.rdmaplane.it.spark.SparkLineCoreJobsTest
-                io.rdmaplane.it.packaging.SparkPluginJarTest)
+                io.rdmaplane.it.packaging.SparkPluginJarTest io.rdmaplane.it.cluster.LineDeploymentTest)
       modules=spark-shuffle-rdma,integration-tests ;;
   esac
   log=$root/integration-tests/target/lines/$line.log
@@ -59,6 +60,7 @@ for line in "${lines[@]}"; do
       echo "TEST_CLASSPATH_FILE=$it/test-classpath.txt"
     } > "$it/line.env"
     grep -E "Tests run:.*Fail" "$log" | grep -v " in " | tail -3
+    grep -E "^line deployment:|Time elapsed.* in io.rdmaplane.it.cluster.LineDeploymentTest" "$log"
     echo "lines: ---- $line passed in $(( $(date +%s) - began )) s ($it/line.env)"
   else
     grep -E "Tests run:|FAIL|ERROR" "$log" | tail -40

@@ -18,7 +18,8 @@ import java.util.concurrent.TimeUnit;
  * Soft-RoCE VM's cluster, each host with its own rxe device): closing it kills what runs in them, nothing more.
  */
 public final class HostRing implements AutoCloseable {
-    static final String PREFIX = "ring-";
+    /** The names' prefix: {@code rdma.ring.prefix} (default {@code ring-}), so that rings run side by side on one machine do not remove each other's. */
+    static final String PREFIX = System.getProperty("rdma.ring.prefix", "ring-");
     static final String SUBNET = "10.214.0.";
     static final String BRIDGE = PREFIX + "br";
 

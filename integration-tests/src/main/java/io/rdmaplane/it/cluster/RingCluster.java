@@ -6,9 +6,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import java.util.jar.JarEntry;
@@ -23,7 +25,8 @@ import java.util.stream.Stream;
  * the way users deploy them: host 0 runs the Master, the NameNode, the drivers ({@code SparkSubmit}) and the HDFS
  * shell ({@code FsShell}); hosts 1..N run a Worker (which starts its executors) and a DataNode with the RDMA
  * plug-in. Every process binds its own host's address (fixed ports: each host is its own namespace). Spark runs
- * from a Spark home whose {@code jars/} folder links the line's jars, as a distribution's does.
+ * from a Spark home whose {@code jars/} folder links the line's jars, as a distribution's does. A side whose
+ * plug-in jar the lines leave out ({@link RingLines#sparkOnly()}, {@link RingLines#hdfsOnly()}) is not started.
  */
 public final class RingCluster implements AutoCloseable {
     static final int MASTER_PORT = 7077;
@@ -41,6 +44,7 @@ public final class RingCluster implements AutoCloseable {
     static final int DATANODE_RDMA = 9880;
     /** The HDFS block size of the ring's files: small, so that a few MiB make a file of several blocks. */
     static final long BLOCK_SIZE = 1 << 20;
+    static final int HDFS_FILE = 5 * (1 << 20) + 12345;
     static final String RDMA_MANAGER = "io.rdmaplane.spark.RdmaShuffleManager";
     static final String SLF4J_QUIET = "-Dorg.slf4j.simpleLogger.log.org.apache.spark=warn -Dorg.slf4j.simpleLogger.log.org.sparkproject=warn"
             + " -Dorg.slf4j.simpleLogger.log.org.apache.spark.scheduler.DAGScheduler=info -Dorg.slf4j.simpleLogger.showDateTime=true";
@@ -64,6 +68,8 @@ public final class RingCluster implements AutoCloseable {
     final List<RingProcess> workerProcesses = new ArrayList<>();
     RingProcess nameNode;
     final List<RingProcess> dataNodes = new ArrayList<>();
+    /** The file hdfsFile() wrote, once written. */
+    private byte[] hdfsData;
 
     private RingCluster(HostRing ring, RingLines lines, Path dir, Duration limit, Map<String, String> transport) {
         this.ring = ring;
@@ -78,8 +84,9 @@ public final class RingCluster implements AutoCloseable {
     }
 
     /**
-     * Starts Spark and HDFS on {@code ring} (host 0 and one worker host per further host) and waits until the
-     * Master has every Worker and the NameNode every DataNode, each DataNode's RDMA service running. Every
+     * Starts Spark and HDFS (each unless {@code lines} leave it out) on {@code ring} (host 0 and one worker host per
+     * further host) and waits until the Master has every Worker and the NameNode every DataNode, each DataNode's RDMA
+     * service running. Every
      * process is killed at {@code limit}. {@code dir} (emptied first) holds the logs, the Spark home and the
      * HDFS folders.
      */
@@ -90,10 +97,18 @@ public final class RingCluster implements AutoCloseable {
         RingCluster c = new RingCluster(ring, lines, dir, limit, Map.of("provider", "tcp"));
         try {
             c.prepare();
-            c.startSpark();
-            c.startHdfs();
-            c.awaitSpark();
-            c.awaitHdfs();
+            if (c.spark()) {
+                c.startSpark();
+            }
+            if (c.hdfs()) {
+                c.startHdfs();
+            }
+            if (c.spark()) {
+                c.awaitSpark();
+            }
+            if (c.hdfs()) {
+                c.awaitHdfs();
+            }
             return c;
         } catch (RuntimeException | Error e) {
             String tails = c.tails();
@@ -177,6 +192,14 @@ public final class RingCluster implements AutoCloseable {
         return fileName.startsWith(RingJob.class.getSimpleName()) || fileName.startsWith(RingHdfsRead.class.getSimpleName());
     }
 
+    boolean spark() {
+        return lines.sparkPlugin() != null;
+    }
+
+    boolean hdfs() {
+        return lines.hdfsPlugin() != null;
+    }
+
     String masterUrl() {
         return "spark://" + ring.address(0) + ":" + MASTER_PORT;
     }
@@ -227,7 +250,13 @@ public final class RingCluster implements AutoCloseable {
         }
         conf.putAll(extra);
         List<String> args = new ArrayList<>(List.of("--master", masterUrl(), "--deploy-mode", "client", "--name", name,
-                "--class", RingJob.class.getName(), "--jars", lines.sparkPlugin().toString()));
+                "--class", RingJob.class.getName()));
+        if (lines.sparkPluginOn() == RingLines.PluginOn.JARS) {
+            args.addAll(List.of("--jars", lines.sparkPlugin().toString()));
+        } else {
+            conf.put("spark.driver.extraClassPath", lines.sparkPlugin().toString());
+            conf.put("spark.executor.extraClassPath", lines.sparkPlugin().toString());
+        }
         conf.forEach((k, v) -> {
             args.add("--conf");
             args.add(k + "=" + v);
@@ -237,15 +266,20 @@ public final class RingCluster implements AutoCloseable {
     }
 
     /**
-     * Submits RingJob through SparkSubmit from host 0 with the plug-in jar ({@code --jars}) and, when {@code rdma},
-     * {@code spark.shuffle.manager}; waits until the application has its executors.
+     * Submits RingJob through SparkSubmit from host 0 with the plug-in jar (where the line wants it,
+     * {@link RingLines.PluginOn}) and, when {@code rdma}, {@code spark.shuffle.manager}; waits until the application
+     * has started (its SparkContext).
      */
     public RingDriver submit(String name, boolean rdma, Map<String, String> extra) {
         List<String> jvm = List.of(SLF4J_QUIET.split(" "));
-        RingProcess p = spawn(0, "driver-" + name, RingProcess.java("512m", sparkClassPath(), jvm, "org.apache.spark.deploy.SparkSubmit",
+        List<Path> cp = new ArrayList<>(sparkClassPath());
+        if (lines.sparkPluginOn() == RingLines.PluginOn.EXTRA_CLASS_PATH) {
+            cp.add(lines.sparkPlugin()); // spark.driver.extraClassPath: what spark-submit's launcher puts on the driver JVM's class path
+        }
+        RingProcess p = spawn(0, "driver-" + name, RingProcess.java("512m", cp, jvm, "org.apache.spark.deploy.SparkSubmit",
                 submitArgs(name, rdma, extra)), sparkEnv(0));
         RingDriver driver = new RingDriver(this, p);
-        driver.awaitLine(l -> l.startsWith("RING-READY"), Duration.ofMinutes(3), "the application started");
+        driver.ready = driver.awaitLine(l -> l.startsWith("RING-READY"), Duration.ofMinutes(3), "the application started");
         return driver;
     }
 
@@ -330,13 +364,27 @@ public final class RingCluster implements AutoCloseable {
                 () -> "the restarted DataNode " + w + "'s RDMA block service is RUNNING");
     }
 
+    /** Fails at once, with its log's tail, when a daemon has exited (a NameNode missing a class waits for nothing). */
+    private boolean alive() {
+        List<RingProcess> daemons = new ArrayList<>(workerProcesses);
+        daemons.add(master);
+        daemons.add(nameNode);
+        daemons.addAll(dataNodes);
+        for (RingProcess p : daemons) {
+            if (p != null && !p.isAlive()) {
+                throw new IllegalStateException(p.name + " exited\n" + p.tail(30));
+            }
+        }
+        return true;
+    }
+
     private void awaitSpark() {
-        waitUntil(() -> jsonLong(curl(0, "http://" + ring.address(0) + ":" + MASTER_UI + "/json/"), "aliveworkers") == workers,
+        waitUntil(() -> alive() && jsonLong(curl(0, "http://" + ring.address(0) + ":" + MASTER_UI + "/json/"), "aliveworkers") == workers,
                 Duration.ofMinutes(3), () -> "the Master has " + workers + " alive workers");
     }
 
     private void awaitHdfs() {
-        waitUntil(() -> jsonLong(curl(0, nameNodeJmx("Hadoop:service=NameNode,name=FSNamesystemState")), "NumLiveDataNodes") == workers,
+        waitUntil(() -> alive() && jsonLong(curl(0, nameNodeJmx("Hadoop:service=NameNode,name=FSNamesystemState")), "NumLiveDataNodes") == workers,
                 Duration.ofMinutes(3), () -> "the NameNode has " + workers + " live DataNodes");
         for (int w = 1; w <= workers; w++) {
             int host = w;
@@ -430,6 +478,63 @@ public final class RingCluster implements AutoCloseable {
         }
     }
 
+    /** Writes a file of several blocks with the stock client, reads it with {@code -cat} and {@code -get} through the plug-in. */
+    public void hdfsCatAndGet() {
+        byte[] data = hdfsFile();
+        long servedBefore = served();
+        Path cat = dir.resolve("cat.bin");
+        fsShellOk("fs-cat", true, cat, "-cat", "/ring/data.bin");
+        Path got = dir.resolve("get.bin");
+        fsShellOk("fs-get", true, null, "-get", "/ring/data.bin", got.toString());
+        long served = served() - servedBefore;
+        int blocks = (data.length + (1 << 20) - 1) >> 20;
+        System.out.println("ring: hdfs -cat and -get of " + data.length + " bytes (" + blocks + " blocks), RDMA READs served by the DataNodes: "
+                + served);
+        try {
+            if (!Arrays.equals(data, Files.readAllBytes(cat)) || !Arrays.equals(data, Files.readAllBytes(got))) {
+                throw new AssertionError("hdfs -cat or -get gave other bytes than were written");
+            }
+            for (String log : List.of("fs-cat", "fs-get")) {
+                String text = Files.readString(logs.resolve(log + ".log"));
+                if (!text.contains("HDFS RDMA reads enabled in this JVM") || text.contains("fell back to TCP")) {
+                    throw new AssertionError(log + " did not read over RDMA without fallback:\n" + text);
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        if (served < 2L * blocks) {
+            throw new AssertionError("the DataNodes served " + served + " RDMA reads for 2 reads of " + blocks + " blocks");
+        }
+    }
+
+    /** The file of several blocks (HDFS_FILE bytes) at /ring/data.bin, written once with the stock client; its bytes. */
+    byte[] hdfsFile() {
+        if (hdfsData == null) {
+            byte[] data = new byte[HDFS_FILE];
+            new Random(14).nextBytes(data);
+            Path local = dir.resolve("data.bin");
+            try {
+                Files.write(local, data);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            fsShellOk("fs-mkdir", false, null, "-mkdir", "-p", "/ring");
+            fsShellOk("fs-put", false, null, "-put", "-f", local.toString(), "/ring/data.bin");
+            hdfsData = data;
+        }
+        return hdfsData;
+    }
+
+    /** The RDMA reads the DataNodes' block services served so far. */
+    private long served() {
+        long sum = 0;
+        for (int w = 1; w <= workers; w++) {
+            sum += Math.max(0, RingCluster.jsonLong(dataNodeBean(w), "Served"));
+        }
+        return sum;
+    }
+
     // ---- processes
 
     RingProcess spawn(int host, String name, List<String> command, Map<String, String> env) {
@@ -465,6 +570,32 @@ public final class RingCluster implements AutoCloseable {
             b.append("(executor logs unreadable: ").append(e).append(")\n");
         }
         return b.toString();
+    }
+
+    /**
+     * Why an executor JVM died at its start (its log's {@code Exception in thread "main"} and the deepest cause after
+     * it, e.g. a shuffle manager class not found), or null while none did.
+     */
+    public String executorDeath() {
+        try (Stream<Path> files = Files.exists(dir) ? Files.walk(dir) : Stream.empty()) {
+            for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr") && f.toString().contains("/work-")).sorted().toList()) {
+                List<String> lines = Files.readAllLines(f, java.nio.charset.StandardCharsets.ISO_8859_1);
+                for (int i = 0; i < lines.size(); i++) {
+                    if (lines.get(i).startsWith("Exception in thread \"main\"")) {
+                        String cause = lines.get(i);
+                        for (String l : lines.subList(i + 1, lines.size())) {
+                            if (l.startsWith("Caused by: ")) {
+                                cause = l;
+                            }
+                        }
+                        return "executor " + f.getParent().getParent().getFileName() + "/" + f.getParent().getFileName() + " died: " + cause.trim();
+                    }
+                }
+            }
+        } catch (IOException | UncheckedIOException e) {
+            return null; // a work folder appearing or going while walked: asked again
+        }
+        return null;
     }
 
     /**

@@ -46,12 +46,17 @@ public final class RingDriver implements AutoCloseable {
 
     final RingCluster cluster;
     final RingProcess process;
+    /** The application's RING-READY line: its id, shuffle manager and the Spark version the driver runs. */
+    String ready = "";
+    /** When set: why to stop waiting for the application at once (e.g. its executors died), or null to go on waiting. */
+    java.util.function.Supplier<String> giveUpWhen;
     private long offset;
     private String partial = "";
     /** Times the DAGScheduler resubmitted failed stages (a fetch failure: map outputs recomputed) since the last shuffle began. */
     private int resubmits;
     /** Lines read from the log but not yet looked at. */
     private final java.util.ArrayDeque<String> pending = new java.util.ArrayDeque<>();
+    private long nextGiveUpCheck;
 
     RingDriver(RingCluster cluster, RingProcess process) {
         this.cluster = cluster;
@@ -146,6 +151,13 @@ public final class RingDriver implements AutoCloseable {
             }
             if (!process.isAlive()) {
                 throw new IllegalStateException("the driver " + process.name + " ended before " + what + "\n" + cluster.tails());
+            }
+            if (giveUpWhen != null && System.nanoTime() >= nextGiveUpCheck) {
+                nextGiveUpCheck = System.nanoTime() + 1_000_000_000L; // at most once a second: it reads logs
+                String why = giveUpWhen.get();
+                if (why != null) {
+                    throw new IllegalStateException("gave up waiting until " + what + ": " + why);
+                }
             }
             if (System.nanoTime() > end) {
                 throw new IllegalStateException("timed out after " + deadline.toSeconds() + " s waiting until " + what + "\n" + cluster.tails());

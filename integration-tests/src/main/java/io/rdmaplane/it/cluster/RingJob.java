@@ -35,8 +35,8 @@ import scala.Tuple2;
  * submitted (the moment a fault is injected), then {@code RING-RESULT NAME count=.. hash=.. expectedCount=..
  * expectedHash=.. millis=..} or {@code RING-FAILED NAME why}. The hash is an order-free sum over the records,
  * so a lost or duplicated record changes count or hash.</li>
- * <li>{@code report EXECUTORS}: one {@code RING-REPORT} line per executor (its RDMA report, pid, host, threads,
- * open files), a {@code RING-DRIVER} line, then {@code RING-REPORT-END}.</li>
+ * <li>{@code report EXECUTORS}: one {@code RING-REPORT} line per executor (its RDMA report, pid, host, Spark version,
+ * threads, open files), a {@code RING-DRIVER} line, then {@code RING-REPORT-END}.</li>
  * <li>{@code quit}.</li>
  * </ul>
  */
@@ -58,7 +58,8 @@ public final class RingJob {
                     }
                 }
             });
-            say("RING-READY " + sc.sc().applicationId() + " shuffleManager=" + sc.getConf().get("spark.shuffle.manager", "sort"));
+            say("RING-READY " + sc.sc().applicationId() + " shuffleManager=" + sc.getConf().get("spark.shuffle.manager", "sort")
+                    + " sparkVersion=" + sc.version());
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             for (String line; (line = in.readLine()) != null; ) {
                 String[] w = line.trim().split("\\s+");
@@ -151,6 +152,7 @@ public final class RingJob {
         Map<String, String> r = new HashMap<>(RdmaShuffleManager.executorReport());
         r.put("pid", String.valueOf(ProcessHandle.current().pid()));
         r.put("host", SparkEnv.get().blockManager().blockManagerId().host());
+        r.put("sparkVersion", org.apache.spark.package$.MODULE$.SPARK_VERSION()); // the Spark this executor JVM runs
         r.put("threads", String.valueOf(ManagementFactory.getThreadMXBean().getThreadCount()));
         r.put("threadNames", threadNames());
         String[] fds = new File("/proc/self/fd").list();

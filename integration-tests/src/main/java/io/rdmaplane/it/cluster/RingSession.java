@@ -14,7 +14,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Random;
 import java.util.Set;
 
 /**
@@ -26,7 +25,6 @@ public final class RingSession implements AutoCloseable {
     /** The shuffle every case runs: 16 maps into 16 reduce tasks of at least 300 ms each, so READs go on through the stage. */
     static final RingDriver.Workload WORKLOAD = new RingDriver.Workload(200_000, 16, 16, 300);
     static final Duration JOB_DEADLINE = Duration.ofMinutes(4);
-    static final int HDFS_FILE = 5 * (1 << 20) + 12345;
 
     /** The faults of the fault-ring issue's section 2 that the host ring runs (netem needs sch_netem: the VM ring). */
     public enum Fault {
@@ -72,11 +70,9 @@ public final class RingSession implements AutoCloseable {
     /** A clean RDMA run after the first (warm): what a fault's extra time is measured against. */
     final RingDriver.Result clean;
     private final RingDriver rdma;
-    private final Path dir;
-    private byte[] hdfsData;
 
     private RingSession(HostRing ring, RingCluster cluster, RingDriver.Result sort, RingDriver rdma, RingDriver.Result rdmaBaseline,
-            RingDriver.Result clean, RingDriver.Reports reports, Path dir) {
+            RingDriver.Result clean, RingDriver.Reports reports) {
         this.clean = clean;
         this.ring = ring;
         this.cluster = cluster;
@@ -84,7 +80,6 @@ public final class RingSession implements AutoCloseable {
         this.rdma = rdma;
         this.rdmaBaseline = rdmaBaseline;
         this.reportsAfterBaseline = reports;
-        this.dir = dir;
     }
 
     /** Builds the ring, starts the cluster, runs the baseline with sort shuffle, then submits the RDMA application. */
@@ -103,7 +98,7 @@ public final class RingSession implements AutoCloseable {
             // a second clean run, warm like the faulted ones: the time a fault adds is measured against it
             RingDriver.Result clean = rdma.shuffle("clean", WORKLOAD, null, JOB_DEADLINE);
             System.out.println("ring: sort shuffle " + sort + "\nring: rdma shuffle " + first + "\nring: rdma shuffle again " + clean);
-            return new RingSession(ring, cluster, sort, rdma, first, clean, reports, dir);
+            return new RingSession(ring, cluster, sort, rdma, first, clean, reports);
         } catch (RuntimeException | Error e) {
             if (cluster != null) {
                 System.out.println("ring: start failed: " + e.getMessage() + "\n" + cluster.tails());
@@ -168,61 +163,6 @@ public final class RingSession implements AutoCloseable {
     private static List<Integer> workerPorts() {
         return List.of(RingCluster.WORKER_PORT, RingCluster.WORKER_UI, RingCluster.BLOCK_MANAGER_PORT, RingCluster.RDMA_PORT,
                 RingCluster.DATANODE_XFER, RingCluster.DATANODE_HTTP, RingCluster.DATANODE_IPC, RingCluster.DATANODE_RDMA);
-    }
-
-    /** Writes a file of several blocks with the stock client, reads it with {@code -cat} and {@code -get} through the plug-in. */
-    public void hdfsCatAndGet() {
-        byte[] data = hdfsFile();
-        long servedBefore = served();
-        Path cat = dir.resolve("cat.bin");
-        cluster.fsShellOk("fs-cat", true, cat, "-cat", "/ring/data.bin");
-        Path got = dir.resolve("get.bin");
-        cluster.fsShellOk("fs-get", true, null, "-get", "/ring/data.bin", got.toString());
-        long served = served() - servedBefore;
-        int blocks = (data.length + (1 << 20) - 1) >> 20;
-        System.out.println("ring: hdfs -cat and -get of " + data.length + " bytes (" + blocks + " blocks), RDMA READs served by the DataNodes: "
-                + served);
-        try {
-            if (!Arrays.equals(data, Files.readAllBytes(cat)) || !Arrays.equals(data, Files.readAllBytes(got))) {
-                throw new AssertionError("hdfs -cat or -get gave other bytes than were written");
-            }
-            for (String log : List.of("fs-cat", "fs-get")) {
-                String text = Files.readString(cluster.logs.resolve(log + ".log"));
-                if (!text.contains("HDFS RDMA reads enabled in this JVM") || text.contains("fell back to TCP")) {
-                    throw new AssertionError(log + " did not read over RDMA without fallback:\n" + text);
-                }
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-        if (served < 2L * blocks) {
-            throw new AssertionError("the DataNodes served " + served + " RDMA reads for 2 reads of " + blocks + " blocks");
-        }
-    }
-
-    private byte[] hdfsFile() {
-        if (hdfsData == null) {
-            byte[] data = new byte[HDFS_FILE];
-            new Random(14).nextBytes(data);
-            Path local = dir.resolve("data.bin");
-            try {
-                Files.write(local, data);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-            cluster.fsShellOk("fs-mkdir", false, null, "-mkdir", "-p", "/ring");
-            cluster.fsShellOk("fs-put", false, null, "-put", "-f", local.toString(), "/ring/data.bin");
-            hdfsData = data;
-        }
-        return hdfsData;
-    }
-
-    private long served() {
-        long sum = 0;
-        for (int w = 1; w <= cluster.workers; w++) {
-            sum += Math.max(0, RingCluster.jsonLong(cluster.dataNodeBean(w), "Served"));
-        }
-        return sum;
     }
 
     // ---- faults
@@ -361,7 +301,7 @@ public final class RingSession implements AutoCloseable {
      * the rest comes from DataNode 2 (every block has a replica on each). Then DataNode 1 is started again.
      */
     private Row killDataNodeMidRead() {
-        byte[] data = hdfsFile();
+        byte[] data = cluster.hdfsFile();
         long started = System.nanoTime();
         RingProcess cat = cluster.fsShell("fs-cat-kill-" + System.nanoTime() % 100000, true, RingProcess.PIPE, "-cat", "/ring/data.bin");
         java.io.ByteArrayOutputStream got = new java.io.ByteArrayOutputStream();

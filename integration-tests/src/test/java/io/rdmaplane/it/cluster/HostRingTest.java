@@ -4,12 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.testing.Skip;
-import io.rdmaplane.spark.ShuffleMetrics;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -71,32 +69,14 @@ class HostRingTest {
     @Test
     @Order(2)
     void standaloneShuffleThroughSparkSubmitEqualsSortShuffleOverRdma() {
-        RingDriver.Result rdma = session.rdmaBaseline;
-        RingDriver.Result sort = session.sortBaseline;
-        System.out.println("ring deployment: sort " + sort + "\nring deployment: rdma " + rdma);
-        assertTrue(sort.equalsExpected(), sort.toString());
-        assertTrue(rdma.equalsExpected(), rdma.toString());
-        assertEquals(sort.count(), rdma.count());
-        assertEquals(sort.hash(), rdma.hash());
-        RingDriver.Reports reports = session.reportsAfterBaseline;
-        assertEquals(session.cluster.workers, reports.executors().size(), reports.toString());
-        for (Map.Entry<String, Map<String, String>> e : reports.executors().entrySet()) {
-            Map<String, String> r = e.getValue();
-            String where = "executor " + e.getKey() + ": " + r;
-            assertEquals("tcp", r.get("provider"), where);
-            assertTrue(RingDriver.number(r, ShuffleMetrics.PUBLISHED_MAPS) > 0, where);
-            assertTrue(RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BLOCKS) > 0, where);
-            assertTrue(RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BYTES) > 0, where);
-            assertEquals(0, RingDriver.number(r, ShuffleMetrics.FALLBACK_FETCH), where);
-            assertEquals(0, RingDriver.number(r, ShuffleMetrics.FALLBACK_APP), where);
-        }
-        assertEquals(0, RingDriver.number(reports.driver(), ShuffleMetrics.FALLBACK_SHUFFLE), reports.driver().toString());
+        DeploymentChecks.assertShuffleEqualsSortOverRdma(session.cluster.workers, session.sortBaseline, session.rdmaBaseline,
+                session.reportsAfterBaseline);
     }
 
     @Test
     @Order(3)
     void hdfsShellCatAndGetReadThroughTheClientPluginBytesEqual() throws Exception {
-        session.hdfsCatAndGet();
+        session.cluster.hdfsCatAndGet();
     }
 
     @Test

@@ -26,9 +26,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ "$grants" =~ ^[1-9][0-9]*$ ]] || vm_die "--grants needs a positive number, got '$grants'"
-pom_property() { # the text of <NAME>...</NAME> in the parent pom, whitespace squeezed
-  tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '
-}
 work=$root/integration-tests/target/bench-mw
 mkdir -p "$work"
 if [ "$build" = 1 ]; then

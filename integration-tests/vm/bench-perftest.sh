@@ -88,7 +88,6 @@ while [ $# -gt 0 ]; do
     *) run_opts+=("$1"); shift ;;
   esac
 done
-pom_property() { tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '; }
 work=$root/integration-tests/target/vm-bench
 mkdir -p "$work"
 if [ "$build" = 1 ]; then

@@ -104,9 +104,6 @@ while [ $# -gt 0 ]; do
     *) run_opts+=("$1"); shift ;;
   esac
 done
-pom_property() { # the text of <NAME>...</NAME> in the parent pom, whitespace squeezed
-  tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '
-}
 jvm_flags="-XX:TieredStopAtLevel=1 $(pom_property rdma.jvm.module.flags)"
 work=$root/integration-tests/target/vm-doctor
 mkdir -p "$work"

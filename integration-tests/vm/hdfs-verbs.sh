@@ -89,9 +89,6 @@ while [ $# -gt 0 ]; do
     *) run_opts+=("$1"); shift ;;
   esac
 done
-pom_property() { # the text of <NAME>...</NAME> in the parent pom, whitespace squeezed
-  tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '
-}
 module_flags=$(pom_property rdma.jvm.module.flags)
 [ -n "${module_flags// /}" ] || { log "cannot read rdma.jvm.module.flags from pom.xml"; exit 2; }
 work=$root/integration-tests/target/hdfs-verbs

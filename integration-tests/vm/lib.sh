@@ -5,6 +5,10 @@
 RDMA_VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RDMA_VM_CACHE=${RDMA_VM_CACHE:-${HOME:-/root}/.cache/rdma-vm}
 
+pom_property() { # the text of <NAME>...</NAME> in the parent pom ($root: the sourcing script's), whitespace squeezed
+  tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '
+}
+
 # Host packages the VM needs. The guest runs the host's own binaries (it sees the host's /
 # read-only), so the RDMA user-space tools must be installed on the host too.
 #   qemu-system-x86  qemu-system-x86_64 (TCG; no KVM needed)

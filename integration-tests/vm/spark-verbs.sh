@@ -103,9 +103,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-pom_property() { # the text of <NAME>...</NAME> in the parent pom, whitespace squeezed
-  tr '\n' ' ' < "$root/pom.xml" | sed -n "s:.*<$1>\([^<]*\)</$1>.*:\1:p" | tr -s ' '
-}
 junit_version=$(pom_property junit.version)
 [[ "$junit_version" =~ ^5\.([0-9]+\.[0-9]+.*)$ ]] || { log "cannot read junit.version from pom.xml"; exit 2; }
 platform_version=1.${BASH_REMATCH[1]}

@@ -171,8 +171,7 @@ class DataPlaneAuthTest {
 
         // The refused READ broke that control channel, and its session with it: the data channel's is another.
         byte[] session = session(f, instance, SECRET).id();
-        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA, session));
-        handshake(data, TrafficClass.DATA, instance, SECRET, session);
+        Outsider data = dataChannel(f, instance, SECRET, session);
         data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the peer with the secret READs the block");
     }
@@ -192,8 +191,7 @@ class DataPlaneAuthTest {
         UUID instance = UUID.randomUUID();
         f.server.grants(instance).grant(block.rkey());
         Session session = session(f, instance, null);
-        Outsider peer = connect(f, proven(null, TrafficClass.DATA, session.id()));
-        handshake(peer, TrafficClass.DATA, instance, null, session.id());
+        Outsider peer = dataChannel(f, instance, null, session.id());
         peer.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()));
     }
@@ -207,8 +205,7 @@ class DataPlaneAuthTest {
         MemoryRegion region = f.server.peerScope(instance).add(f.serverNode.register(memory)); // lives as long as its session
         f.server.grants(instance).grant(region.rkey());
         Session session = session(f, instance, SECRET);
-        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA, session.id()));
-        handshake(data, TrafficClass.DATA, instance, SECRET, session.id());
+        Outsider data = dataChannel(f, instance, SECRET, session.id());
         data.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(9, attackerLanding.buffer().get(0), "the session READs its region");
         attackerLanding.buffer().put(new byte[SIZE]);
@@ -217,8 +214,7 @@ class DataPlaneAuthTest {
         session.control().channel.close();
         Polling.waitUntil(() -> !region.isValid(), Duration.ofSeconds(WAIT), "the region revoked with the session");
         Session next = session(f, instance, SECRET);
-        Outsider again = connect(f, proven(SECRET, TrafficClass.DATA, next.id()));
-        handshake(again, TrafficClass.DATA, instance, SECRET, next.id()); // the same peer, a new session: the old key is gone
+        Outsider again = dataChannel(f, instance, SECRET, next.id()); // the same peer, a new session: the old key is gone
         assertRefused(again.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0));
     }
 
@@ -262,8 +258,7 @@ class DataPlaneAuthTest {
         UUID instance = UUID.randomUUID();
         f.server.grants(instance).grant(block.rkey());
         Session session = session(f, instance, SECRET);
-        Outsider data = connect(f, proven(SECRET, TrafficClass.DATA, session.id()));
-        handshake(data, TrafficClass.DATA, instance, SECRET, session.id());
+        Outsider data = dataChannel(f, instance, SECRET, session.id());
         data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()), "the data channel READs in its session");
         attackerLanding.buffer().put(new byte[SIZE]);
@@ -318,17 +313,14 @@ class DataPlaneAuthTest {
             UUID owner = UUID.randomUUID();
             int key = f.server.grants(owner).grant(region, Long.MAX_VALUE);
             byte[] ownersSession = session(f, owner, secret).id();
-            Outsider granted = connect(f, proven(secret, TrafficClass.DATA, ownersSession));
-            handshake(granted, TrafficClass.DATA, owner, secret, ownersSession); // verbs: the window is bound before READY
+            Outsider granted = dataChannel(f, owner, secret, ownersSession); // verbs: the window is bound before READY
 
             UUID stranger = UUID.randomUUID();
             byte[] strangersSession = session(f, stranger, secret).id();
-            Outsider other = connect(f, proven(secret, TrafficClass.DATA, strangersSession));
-            handshake(other, TrafficClass.DATA, stranger, secret, strangersSession);
+            Outsider other = dataChannel(f, stranger, secret, strangersSession);
             assertRefused(other.channel.read(region.address(), key, SIZE, attackerLanding, 0));
             if (verbs()) {
-                Outsider byRegionKey = connect(f, proven(secret, TrafficClass.DATA, ownersSession));
-                handshake(byRegionKey, TrafficClass.DATA, owner, secret, ownersSession); // even as the owner, another QP
+                Outsider byRegionKey = dataChannel(f, owner, secret, ownersSession); // even as the owner, another QP
                 assertRefused(byRegionKey.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0));
             }
 
@@ -418,6 +410,13 @@ class DataPlaneAuthTest {
 
     private static ConnectRequest proven(byte[] secret, TrafficClass trafficClass, byte[] session) {
         return new ConnectRequest(ConnectProof.create(secret, trafficClass, session), trafficClass == TrafficClass.DATA);
+    }
+
+    /** An authenticated data channel of {@code instance} in {@code session}: connected with its proof, handshake done. */
+    private Outsider dataChannel(PolicyFixture f, UUID instance, byte[] secret, byte[] session) throws Exception {
+        Outsider data = connect(f, proven(secret, TrafficClass.DATA, session));
+        handshake(data, TrafficClass.DATA, instance, secret, session);
+        return data;
     }
 
     /** A control session of {@code instance}: its authenticated control channel and the id its READY carried. */

@@ -15,6 +15,7 @@ import io.rdmaplane.rdma.provider.TransportProvider;
 import io.rdmaplane.rdma.provider.VerbsOptions;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.LinkedHashMap;
@@ -48,7 +49,10 @@ import java.util.concurrent.atomic.AtomicReference;
  * (per sweep point) {@code rounds=2000} (control round trips per shape) {@code bursts=3 peers=8
  * fanSeconds=1.5 maxDepth=64 out=target/load-shapes baselineLatUs= baselineBwMiBs=} (these two
  * replace the socket baseline: 64 B READ p50 latency and 64 KiB READ bandwidth) {@code only=control|fan}
- * (one part alone). Longer runs: raise {@code seconds}, {@code rounds}, {@code bursts}, {@code fanSeconds}.
+ * (one part alone) {@code detectionWindowMs=200 requestTimeoutMs=1000} (the policy layer's, defaults
+ * as shipped; a slow guest such as the Soft-RoCE VM under TCG raises them so no probe or request
+ * times out under bulk: they bound waits, they do not change a figure unless they fire).
+ * Longer runs: raise {@code seconds}, {@code rounds}, {@code bursts}, {@code fanSeconds}.
  */
 public final class LoadShapeBenchmark {
     private static final int[] SIZES = {64, 4 << 10, 64 << 10, 1 << 20, 8 << 20};
@@ -74,6 +78,10 @@ public final class LoadShapeBenchmark {
         String latArg = Args.get(args, "baselineLatUs", "");
         String bwArg = Args.get(args, "baselineBwMiBs", "");
         String only = Args.get(args, "only", "");
+        PolicyOptions defaults = PolicyOptions.defaults();
+        PolicyOptions policy = defaults.withChecksumSampleRate(0).withTimeouts(
+                millis(args, "detectionWindowMs", defaults.detectionWindow()), defaults.handshakeTimeout(),
+                millis(args, "requestTimeoutMs", defaults.requestTimeout()));
         List<Integer> depths = new ArrayList<>();
         for (int d = 1; d <= maxDepth; d *= 2) {
             depths.add(d);
@@ -86,7 +94,7 @@ public final class LoadShapeBenchmark {
             return;
         }
         if (only.equals("control")) {
-            Map<String, long[]> control = controlShapes(provider, serverOptions, clientOptions, rounds, bursts);
+            Map<String, long[]> control = controlShapes(provider, serverOptions, clientOptions, policy, rounds, bursts);
             printControl(control);
             printControlRatio(control);
             return;
@@ -125,7 +133,7 @@ public final class LoadShapeBenchmark {
         }
 
         // 2. Control round trips under each shape.
-        Map<String, long[]> control = controlShapes(provider, serverOptions, clientOptions, rounds, bursts);
+        Map<String, long[]> control = controlShapes(provider, serverOptions, clientOptions, policy, rounds, bursts);
         printControl(control);
 
         // 3. Fan-in and fan-out.
@@ -174,9 +182,9 @@ public final class LoadShapeBenchmark {
     }
 
     private static Map<String, long[]> controlShapes(TransportProvider provider, NodeOptions serverOptions,
-                                                     NodeOptions clientOptions, int rounds, int bursts) throws Exception {
+                                                     NodeOptions clientOptions, PolicyOptions options, int rounds,
+                                                     int bursts) throws Exception {
         Map<String, long[]> result = new LinkedHashMap<>();
-        PolicyOptions options = PolicyOptions.defaults().withChecksumSampleRate(0);
         try (PolicyBenchmark.Pair pair = new PolicyBenchmark.Pair(provider, options, serverOptions, clientOptions);
              PolicyBenchmark.Pair back = pair.reverse(options)) {
             RemoteBlock block = pair.block(BULK);
@@ -359,6 +367,20 @@ public final class LoadShapeBenchmark {
             ctl.line(e.getKey(), new double[] {q[0] / 1e3, q[1] / 1e3, q[2] / 1e3});
         }
         ctl.write(out.resolve(provider + "-control.png"));
+    }
+
+    /** {@code name=N} milliseconds, positive, or {@code fallback}. */
+    private static Duration millis(String[] args, String name, Duration fallback) {
+        String v = Args.get(args, name, String.valueOf(fallback.toMillis()));
+        try {
+            long ms = Long.parseLong(v);
+            if (ms > 0) {
+                return Duration.ofMillis(ms);
+            }
+        } catch (NumberFormatException e) {
+            // reported below
+        }
+        throw new IllegalArgumentException(name + "=" + v + ": expected a positive number of milliseconds");
     }
 
     private static long[] concat(List<long[]> parts) {

@@ -188,7 +188,7 @@ public final class LoadShapeBenchmark {
             MemoryRegion landing = client.register(ByteBuffer.allocateDirect(64 << 20), EnumSet.of(Access.LOCAL_WRITE));
             Channel channel = client.connect(server.localAddress(), maxDepth, new ChannelHandler() { }).get(60, TimeUnit.SECONDS);
             ReadLoad.atDepth(channel, source, landing, 64, 1, nanos, client, server); // warm-up
-            ReadLoad.atDepth(channel, source, landing, 64 << 10, 8, nanos, client, server);
+            ReadLoad.atDepth(channel, source, landing, 64 << 10, Math.min(8, maxDepth), nanos, client, server);
             for (int size : SIZES) {
                 ReadLoad.Point[] points = new ReadLoad.Point[depths.size()];
                 for (int i = 0; i < depths.size(); i++) {

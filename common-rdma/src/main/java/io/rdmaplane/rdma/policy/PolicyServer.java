@@ -32,7 +32,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The serving side of the policy layer: accepts channels on a node, authenticates them when a
- * secret is configured, says READY only once {@link #markReady()} says the regions are
+ * secret is configured (or through a {@link SessionAuthenticator}: a credential the client's HELLO
+ * names, such as an HDFS block token, whose key it proves; the session is then bound to what the
+ * credential grants, {@link PeerIdentity#binding}, and ends when it expires), says READY only once {@link #markReady()} says the regions are
  * registered, and answers control requests exactly once per request id (a re-sent request
  * gets the first answer again; the handler is not run twice). The provider serves READs, but
  * only on a data channel whose peer has completed the handshake, and only of the regions granted

@@ -349,6 +349,11 @@ class HdfsRdmaReadTest {
         InetSocketAddress service = new InetSocketAddress("127.0.0.1", plugin.getPort());
         try (Node node = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
              PolicyClient reader = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
+            // first of all: a client that proves nothing, asking with the block's valid token, is not served
+            try (PolicyClient anonymous = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
+                assertThrows(ExecutionException.class, () -> ask(anonymous.peer(service), first, good),
+                        "a client that proves no token opens no session");
+            }
             PeerConnection owner = reader.dedicated(service, credential(good));
             BlockProtocol.Response answer = ask(owner, first, good);
             assertEquals(BlockProtocol.Status.OK, answer.status(), answer.message());

@@ -154,45 +154,9 @@ public final class RingJob {
         r.put("host", SparkEnv.get().blockManager().blockManagerId().host());
         r.put("sparkVersion", org.apache.spark.package$.MODULE$.SPARK_VERSION()); // the Spark this executor JVM runs
         r.put("threads", String.valueOf(ManagementFactory.getThreadMXBean().getThreadCount()));
-        r.put("threadNames", threadNames());
         String[] fds = new File("/proc/self/fd").list();
         r.put("fds", String.valueOf(fds == null ? -1 : fds.length));
         return r;
-    }
-
-    /** The live threads by name, digits folded ({@code rdma-tcp-node-#-bulk:2;...}): what says which threads a fault left. */
-    static String threadNames() {
-        Map<String, Integer> byName = new TreeMap<>();
-        for (Thread t : Thread.getAllStackTraces().keySet()) {
-            byName.merge(t.getName().replaceAll("[0-9]+", "#").replace(':', '.').replace(';', ','), 1, Integer::sum);
-        }
-        return byName.entrySet().stream().map(e -> e.getKey() + ":" + e.getValue()).collect(Collectors.joining(";"));
-    }
-
-    /** What grew from {@code before} to {@code after} (two {@link #threadNames()}): {@code +2 name, ...}, or "". */
-    static String threadsGrown(String before, String after) {
-        Map<String, Integer> was = parseThreadNames(before);
-        List<String> grown = new ArrayList<>();
-        parseThreadNames(after).forEach((name, n) -> {
-            int d = n - was.getOrDefault(name, 0);
-            if (d > 0) {
-                grown.add("+" + d + " " + name);
-            }
-        });
-        return String.join(", ", grown);
-    }
-
-    private static Map<String, Integer> parseThreadNames(String names) {
-        Map<String, Integer> out = new TreeMap<>();
-        if (names != null && !names.isEmpty()) {
-            for (String entry : names.split(";")) {
-                int colon = entry.lastIndexOf(':');
-                if (colon > 0) {
-                    out.put(entry.substring(0, colon), Integer.parseInt(entry.substring(colon + 1)));
-                }
-            }
-        }
-        return out;
     }
 
     private static String encode(Map<String, String> report) {

@@ -50,14 +50,20 @@ class HostRingTest {
         }
     }
 
-    /** Runs {@code fault}; its output equals the baseline's, nothing lost or duplicated, the job did not fail. */
-    private static void assertRecovers(RingSession.Fault fault) {
+    /**
+     * Runs {@code fault}; its output equals the baseline's, nothing lost or duplicated, the job did not fail, and once
+     * settled every executor and DataNode that lived through it holds no more open descriptors, rdma-* threads and
+     * registered bytes than before it.
+     */
+    private static RingSession.Row assertRecovers(RingSession.Fault fault) {
         RingSession.Row row = session.run(fault);
         ROWS.add(row);
         System.out.println("host ring fault:\n" + RingSession.Row.header() + "\n" + row.line());
         assertEquals(0, row.lost(), row.line());
         assertEquals(0, row.duplicated(), row.line());
         assertTrue(row.ok(), row.line() + "\n" + session.cluster.tails());
+        assertEquals("", row.leaks(), "resources did not return to their baseline within " + RingSession.SETTLE.toSeconds() + " s:\n" + row.line());
+        return row;
     }
 
     @Test

@@ -47,11 +47,12 @@ public final class RingSession implements AutoCloseable {
     /**
      * One fault's outcome: the report's row. {@code resources}: each long-lived process's resources before the fault
      * and once settled after it; {@code leaks}: what did not come back to its baseline within {@link #SETTLE} ("" when
-     * everything did).
+     * everything did); {@code staleReads}: in REPLACE_EXECUTOR, what READs with the replaced executor's descriptors got
+     * ({@link RingStaleRead}'s result), "" in the other cases.
      */
     public record Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long suspected,
             long reconnects, long fallbackFetch, long fallbackShuffle, long fallbackApp, int stageResubmits, long rdmaBlocks, int replaced,
-            long settledMillis, String resources, String leaks, long lost, long duplicated) {
+            long settledMillis, String resources, String leaks, String staleReads, long lost, long duplicated) {
         public static String header() {
             return String.format(Locale.ROOT, "%-18s %-6s %8s %9s %10s %5s %5s %6s %5s %5s %6s %7s %4s %7s  %s", "case", "result", "job ms", "+ms",
                     "recover ms", "susp", "recon", "fb.fet", "fb.sh", "fb.ap", "stage.", "rdma.bl", "repl", "settle",
@@ -63,9 +64,13 @@ public final class RingSession implements AutoCloseable {
                     extraMillis, recoveredMillis, suspected, reconnects, fallbackFetch, fallbackShuffle, fallbackApp, stageResubmits, rdmaBlocks,
                     replaced, settledMillis, leaks.isEmpty() ? "back to baseline" : "LEAK " + leaks)
                     + (resources.isEmpty() ? "" : "\n    " + resources.replace("; ", "\n    "))
+                    + (staleReads.isEmpty() ? "" : "\n    stale descriptors: " + staleReads)
                     + (detail.isEmpty() ? "" : "\n    " + detail);
         }
     }
+
+    /** The ports of the project's servers in the ring (executors', DataNodes', the driver's registry): their sockets are the transport's. */
+    static final Set<Integer> TRANSPORT_PORTS = Set.of(RingCluster.RDMA_PORT, RingCluster.REGISTRY_PORT, RingCluster.DATANODE_RDMA);
 
     /** How long a fault's processes may take, once its job is done, to give back what they held (idle timeouts, reconnects). */
     static final Duration SETTLE = Duration.ofSeconds(90);
@@ -189,10 +194,23 @@ public final class RingSession implements AutoCloseable {
         long[] healed = {0};
         StringBuilder detail = new StringBuilder();
         String name = fault.name().toLowerCase(Locale.ROOT) + "-" + System.nanoTime() % 100000;
-        RingDriver.Result r = rdma.shuffle(name, WORKLOAD, () -> {
-            inject(fault, detail);
-            healed[0] = System.nanoTime();
-        }, JOB_DEADLINE);
+        RingProcess stale = fault == Fault.REPLACE_EXECUTOR ? cluster.staleReader(1) : null;
+        String[] staleReads = {""};
+        RingDriver.Result r;
+        try {
+            r = rdma.shuffle(name, WORKLOAD, () -> {
+                if (stale != null) {
+                    staleReads[0] = replaceExecutor(before, stale, detail);
+                } else {
+                    inject(fault, detail);
+                }
+                healed[0] = System.nanoTime();
+            }, JOB_DEADLINE);
+        } finally {
+            if (stale != null) {
+                stale.kill();
+            }
+        }
         long recovered = (System.nanoTime() - healed[0]) / 1_000_000;
         RingDriver.Reports after = rdma.report(cluster.workers, Duration.ofMinutes(3));
         boolean ok = r.equalsExpected() && r.hash().equals(sortBaseline.hash()) && r.count() == sortBaseline.count();
@@ -209,7 +227,7 @@ public final class RingSession implements AutoCloseable {
                 delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
                 RingDriver.number(after.driver(), ShuffleMetrics.FALLBACK_SHUFFLE) - RingDriver.number(before.driver(), ShuffleMetrics.FALLBACK_SHUFFLE),
                 delta(before, after, ShuffleMetrics.FALLBACK_APP), r.stageResubmits(), delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS),
-                replaced, settled.millis, settled.resources, settled.leaks, r.lost(), r.duplicated());
+                replaced, settled.millis, settled.resources, settled.leaks, staleReads[0], r.lost(), r.duplicated());
     }
 
     /**
@@ -242,7 +260,8 @@ public final class RingSession implements AutoCloseable {
     private Map<String, ProcessResources> resources(RingDriver.Reports report) {
         Map<String, ProcessResources> out = new java.util.TreeMap<>();
         for (Map<String, String> r : report.executors().values()) {
-            ProcessResources p = ProcessResources.of("executor " + r.get("executorId"), RingDriver.number(r, "pid"), registered(r), 0);
+            ProcessResources p = ProcessResources.of("executor " + r.get("executorId"), RingDriver.number(r, "pid"), registered(r), 0,
+                    TRANSPORT_PORTS);
             if (p != null) {
                 out.put(p.name(), p);
             }
@@ -251,7 +270,8 @@ public final class RingSession implements AutoCloseable {
             RingProcess dn = cluster.dataNodes.get(w - 1);
             long registered = RingCluster.jsonLong(cluster.dataNodeBean(w), "RegisteredBytes");
             // its region cache keeps the replicas it served: at most one of each block of the ring's file
-            ProcessResources p = dn.isAlive() && registered >= 0 ? ProcessResources.of("datanode " + w, dn.pid(), registered, RingCluster.HDFS_FILE)
+            ProcessResources p = dn.isAlive() && registered >= 0 ? ProcessResources.of("datanode " + w, dn.pid(), registered, RingCluster.HDFS_FILE,
+                    TRANSPORT_PORTS)
                     : null;
             if (p != null) {
                 out.put(p.name(), p);
@@ -268,6 +288,7 @@ public final class RingSession implements AutoCloseable {
     private Settled settle(Map<String, ProcessResources> baseline) {
         long started = System.nanoTime();
         long end = started + SETTLE.toNanos();
+        String waitedFor = "";
         while (true) {
             Map<String, ProcessResources> now = resources(rdma.report(cluster.workers, Duration.ofMinutes(2)));
             List<String> changes = new ArrayList<>();
@@ -286,8 +307,12 @@ public final class RingSession implements AutoCloseable {
             }
             long millis = (System.nanoTime() - started) / 1_000_000;
             if (leaks.isEmpty() || System.nanoTime() > end) {
+                if (leaks.isEmpty() && !waitedFor.isEmpty()) {
+                    changes.add("above the baseline until settled: " + waitedFor);
+                }
                 return new Settled(millis, String.join("; ", changes), String.join(", ", leaks));
             }
+            waitedFor = String.join(", ", leaks);
             try {
                 Thread.sleep(500); // the poll's period
             } catch (InterruptedException e) {
@@ -342,17 +367,43 @@ public final class RingSession implements AutoCloseable {
                 }
             }
             case KILL_EXECUTOR -> executor(1).destroyForcibly();
-            case REPLACE_EXECUTOR -> {
-                ProcessHandle old = executor(1);
-                old.destroyForcibly();
-                String port = ring.address(1) + ":" + RingCluster.RDMA_PORT;
-                RingCluster.waitUntil(() -> cluster.executorsOn(1).stream().anyMatch(p -> p.pid() != old.pid())
-                        && ring.listening(1).contains(port), Duration.ofMinutes(2), () -> "a new executor on host 1 listens on " + port);
-                detail.append("replacement executor pid ").append(cluster.executorsOn(1).get(0).pid()).append(" listens on ").append(port)
-                        .append(" (the old one, pid ").append(old.pid()).append(", did too)");
-            }
             default -> throw new IllegalArgumentException(fault.name());
         }
+    }
+
+    /**
+     * REPLACE_EXECUTOR: {@code stale} (a reducer's client outside Spark) LOCATEs blocks of two of this shuffle's maps on
+     * host 1's executor and keeps their descriptors; the executor is killed with -9, its Worker starts a new one at
+     * the same address and ports, and {@code stale} READs with the old descriptors there. Returns what they got.
+     */
+    private String replaceExecutor(RingDriver.Reports before, RingProcess stale, StringBuilder detail) {
+        ProcessHandle old = executor(1);
+        String oldId = before.executors().values().stream().filter(e -> RingDriver.number(e, "pid") == old.pid()).map(e -> e.get("executorId"))
+                .findFirst().orElseThrow(() -> new IllegalStateException("no report of the executor with pid " + old.pid() + ": " + before));
+        Map<String, String> maps = new java.util.HashMap<>();
+        for (String field : rdma.lastMaps.split(" ")) {
+            int eq = field.indexOf('=');
+            if (eq > 0) {
+                maps.put(field.substring(0, eq), field.substring(eq + 1));
+            }
+        }
+        String ids = maps.getOrDefault(oldId, "");
+        if (ids.isEmpty()) {
+            throw new IllegalStateException("executor " + oldId + " ran none of the shuffle's maps: " + rdma.lastMaps);
+        }
+        String twoMaps = String.join(",", Arrays.asList(ids.split(",")).subList(0, Math.min(2, ids.split(",").length)));
+        stale.send("locate " + maps.get("shuffle") + " " + WORKLOAD.reduces() + " " + twoMaps);
+        String located = RingCluster.awaitLog(stale, "RING-STALE-LOCATED", Duration.ofMinutes(1));
+        old.destroyForcibly();
+        String port = ring.address(1) + ":" + RingCluster.RDMA_PORT;
+        RingCluster.waitUntil(() -> cluster.executorsOn(1).stream().anyMatch(p -> p.pid() != old.pid())
+                && ring.listening(1).contains(port), Duration.ofMinutes(2), () -> "a new executor on host 1 listens on " + port);
+        detail.append("replacement executor pid ").append(cluster.executorsOn(1).get(0).pid()).append(" listens on ").append(port)
+                .append(" (the old one, executor ").append(oldId).append(", pid ").append(old.pid()).append(", did too)");
+        stale.send("read");
+        String result = RingCluster.awaitLog(stale, "RING-STALE-RESULT", Duration.ofMinutes(2));
+        return "maps " + twoMaps + " of shuffle " + maps.get("shuffle") + " on executor " + oldId + ", " + located.substring("RING-STALE-".length())
+                + ", after the replacement: " + result.substring("RING-STALE-RESULT ".length());
     }
 
     private ProcessHandle executor(int host) {
@@ -414,7 +465,7 @@ public final class RingSession implements AutoCloseable {
         return new Row(Fault.KILL_DATANODE, ok, ok ? "client log: " + fallbacks + " block read(s) fell back to TCP" : "exit " + code + ", "
                 + got.size() + " of " + data.length + " bytes\n" + cat.tail(30), (done - started) / 1_000_000, 0,
                 killedAt == 0 ? -1 : (done - killedAt) / 1_000_000, 0, 0, fallbacks, 0, 0, 0, 0, 1, settled.millis, settled.resources,
-                settled.leaks, Math.max(0, data.length - got.size()), Math.max(0, got.size() - data.length));
+                settled.leaks, "", Math.max(0, data.length - got.size()), Math.max(0, got.size() - data.length));
     }
 
     public static String describeFaults() {

@@ -36,6 +36,8 @@ public final class RingCluster implements AutoCloseable {
     static final int DRIVER_PORT = 7079;
     static final int BLOCK_MANAGER_PORT = 7200;
     static final int RDMA_PORT = 7300;
+    /** The driver's executor registry (fixed, so that its connections are known as the transport's). */
+    static final int REGISTRY_PORT = 7301;
     static final int NAMENODE_RPC = 8020;
     static final int NAMENODE_HTTP = 9870;
     static final int DATANODE_XFER = 9866;
@@ -189,7 +191,8 @@ public final class RingCluster implements AutoCloseable {
     }
 
     private static boolean isAppClass(String fileName) {
-        return fileName.startsWith(RingJob.class.getSimpleName()) || fileName.startsWith(RingHdfsRead.class.getSimpleName());
+        return fileName.startsWith(RingJob.class.getSimpleName()) || fileName.startsWith(RingHdfsRead.class.getSimpleName())
+                || fileName.startsWith(RingStaleRead.class.getSimpleName());
     }
 
     boolean spark() {
@@ -245,6 +248,7 @@ public final class RingCluster implements AutoCloseable {
         conf.put("spark.reducer.maxSizeInFlight", "1m");
         transport.forEach((k, v) -> conf.put("spark.shuffle.rdma." + k, v));
         conf.put("spark.shuffle.rdma.port", String.valueOf(RDMA_PORT));
+        conf.put("spark.shuffle.rdma.registry.port", String.valueOf(REGISTRY_PORT));
         if (rdma) {
             conf.put("spark.shuffle.manager", RDMA_MANAGER);
         }
@@ -281,6 +285,33 @@ public final class RingCluster implements AutoCloseable {
         RingDriver driver = new RingDriver(this, p);
         driver.ready = driver.awaitLine(l -> l.startsWith("RING-READY"), Duration.ofMinutes(3), "the application started");
         return driver;
+    }
+
+    /**
+     * {@link RingStaleRead} on host 0 (the Spark jars and the plug-in jar on its class path), pointed at the executor
+     * RDMA server of {@code host}; waits until it reads its input.
+     */
+    RingProcess staleReader(int host) {
+        List<Path> cp = new ArrayList<>(sparkClassPath());
+        cp.add(lines.sparkPlugin());
+        cp.add(appJar);
+        RingProcess p = spawn(0, "stale-read-" + System.nanoTime() % 100000, RingProcess.java("128m", cp, List.of(SLF4J_QUIET.split(" ")),
+                RingStaleRead.class.getName(), List.of(ring.address(0), ring.address(host), String.valueOf(RDMA_PORT))), Map.of());
+        awaitLog(p, "RING-STALE-READY", Duration.ofMinutes(1));
+        return p;
+    }
+
+    /** The first line of {@code p}'s log that starts with {@code prefix}, polled for at most {@code deadline}. */
+    static String awaitLog(RingProcess p, String prefix, Duration deadline) {
+        String[] found = {null};
+        waitUntil(() -> {
+            found[0] = p.lines().stream().filter(l -> l.startsWith(prefix)).findFirst().orElse(null);
+            if (found[0] == null && !p.isAlive()) {
+                throw new IllegalStateException(p.name + " exited before saying " + prefix + "\n" + p.tail(40));
+            }
+            return found[0] != null;
+        }, deadline, () -> p.name + " says " + prefix + "\n" + p.tail(40));
+        return found[0];
     }
 
     // ---- HDFS

@@ -57,6 +57,8 @@ public final class RingDriver implements AutoCloseable {
     /** Lines read from the log but not yet looked at. */
     private final java.util.ArrayDeque<String> pending = new java.util.ArrayDeque<>();
     private long nextGiveUpCheck;
+    /** The last {@code RING-MAPS} line: the last shuffle's id and each executor's map ids. */
+    String lastMaps = "";
 
     RingDriver(RingCluster cluster, RingProcess process) {
         this.cluster = cluster;
@@ -144,6 +146,8 @@ public final class RingDriver implements AutoCloseable {
                 String line = pending.poll();
                 if (line.contains("DAGScheduler - Resubmitting failed stages")) {
                     resubmits++;
+                } else if (line.startsWith("RING-MAPS ")) {
+                    lastMaps = line;
                 }
                 if (match.test(line)) {
                     return line;

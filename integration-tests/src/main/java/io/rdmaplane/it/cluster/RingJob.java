@@ -18,10 +18,13 @@ import java.util.zip.CRC32C;
 import org.apache.spark.HashPartitioner;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import scala.Tuple2;
 
 /**
@@ -31,8 +34,9 @@ import scala.Tuple2;
  * <ul>
  * <li>{@code shuffle NAME RECORDS MAPS REDUCES SLOW_MS}: a shuffle of RECORDS generated records (a 64-byte value
  * each) from MAPS map tasks into REDUCES reduce tasks, each lasting at least SLOW_MS, so that reduce tasks start
- * in waves and READs go on through the stage. Prints {@code RING-REDUCING NAME} when the reduce stage is
- * submitted (the moment a fault is injected), then {@code RING-RESULT NAME count=.. hash=.. expectedCount=..
+ * in waves and READs go on through the stage. Prints {@code RING-MAPS NAME shuffle=ID EXECUTOR=MAP_ID,...} (the
+ * shuffle's id and each executor's map ids) and {@code RING-REDUCING NAME} when the reduce stage is submitted (the
+ * moment a fault is injected), then {@code RING-RESULT NAME count=.. hash=.. expectedCount=..
  * expectedHash=.. millis=..} or {@code RING-FAILED NAME why}. The hash is an order-free sum over the records,
  * so a lost or duplicated record changes count or hash.</li>
  * <li>{@code report EXECUTORS}: one {@code RING-REPORT} line per executor (its RDMA report, pid, host, Spark version,
@@ -43,6 +47,9 @@ import scala.Tuple2;
 public final class RingJob {
     private static final Set<String> ANNOUNCED = ConcurrentHashMap.newKeySet();
     private static volatile String running;
+    /** The running shuffle's id, and its map tasks' ids (Spark's map ids) by the executor that ran them. */
+    private static volatile int runningShuffle = -1;
+    private static final Map<String, List<Long>> MAPS = new ConcurrentHashMap<>();
 
     private RingJob() {
     }
@@ -51,9 +58,20 @@ public final class RingJob {
         try (JavaSparkContext sc = new JavaSparkContext(new SparkConf())) {
             sc.sc().addSparkListener(new SparkListener() {
                 @Override
+                public void onTaskEnd(SparkListenerTaskEnd end) {
+                    if (running != null && "ShuffleMapTask".equals(end.taskType()) && end.taskInfo().successful()) {
+                        MAPS.computeIfAbsent(end.taskInfo().executorId(), e -> new java.util.concurrent.CopyOnWriteArrayList<>())
+                                .add(end.taskInfo().taskId());
+                    }
+                }
+
+                @Override
                 public void onStageSubmitted(SparkListenerStageSubmitted submitted) {
                     String name = running;
                     if (name != null && !submitted.stageInfo().parentIds().isEmpty() && ANNOUNCED.add(name)) {
+                        say("RING-MAPS " + name + " shuffle=" + runningShuffle + " " + MAPS.entrySet().stream()
+                                .map(e -> e.getKey() + "=" + e.getValue().stream().map(String::valueOf).collect(Collectors.joining(",")))
+                                .collect(Collectors.joining(" ")));
                         say("RING-REDUCING " + name);
                     }
                 }
@@ -89,18 +107,21 @@ public final class RingJob {
     private static void shuffle(JavaSparkContext sc, String name, long records, int maps, int reduces, long slowMillis) {
         long perMap = records / maps;
         long started = System.nanoTime();
+        MAPS.clear();
         running = name;
         List<long[]> parts;
         try {
             JavaRDD<Integer> seeds = sc.parallelize(range(maps), maps);
-            parts = seeds.flatMapToPair(p -> {
+            JavaPairRDD<Long, byte[]> partitioned = seeds.flatMapToPair(p -> {
                         List<Tuple2<Long, byte[]>> out = new ArrayList<>((int) perMap);
                         for (long i = p * perMap; i < (p + 1) * perMap; i++) {
                             out.add(new Tuple2<>(key(i), value(i)));
                         }
                         return out.iterator();
                     })
-                    .partitionBy(new HashPartitioner(reduces))
+                    .partitionBy(new HashPartitioner(reduces));
+            runningShuffle = ((ShuffleDependency<?, ?, ?>) partitioned.rdd().dependencies().head()).shuffleId();
+            parts = partitioned
                     .mapPartitions(it -> {
                         long n = 0;
                         long h = 0;
@@ -154,45 +175,9 @@ public final class RingJob {
         r.put("host", SparkEnv.get().blockManager().blockManagerId().host());
         r.put("sparkVersion", org.apache.spark.package$.MODULE$.SPARK_VERSION()); // the Spark this executor JVM runs
         r.put("threads", String.valueOf(ManagementFactory.getThreadMXBean().getThreadCount()));
-        r.put("threadNames", threadNames());
         String[] fds = new File("/proc/self/fd").list();
         r.put("fds", String.valueOf(fds == null ? -1 : fds.length));
         return r;
-    }
-
-    /** The live threads by name, digits folded ({@code rdma-tcp-node-#-bulk:2;...}): what says which threads a fault left. */
-    static String threadNames() {
-        Map<String, Integer> byName = new TreeMap<>();
-        for (Thread t : Thread.getAllStackTraces().keySet()) {
-            byName.merge(t.getName().replaceAll("[0-9]+", "#").replace(':', '.').replace(';', ','), 1, Integer::sum);
-        }
-        return byName.entrySet().stream().map(e -> e.getKey() + ":" + e.getValue()).collect(Collectors.joining(";"));
-    }
-
-    /** What grew from {@code before} to {@code after} (two {@link #threadNames()}): {@code +2 name, ...}, or "". */
-    static String threadsGrown(String before, String after) {
-        Map<String, Integer> was = parseThreadNames(before);
-        List<String> grown = new ArrayList<>();
-        parseThreadNames(after).forEach((name, n) -> {
-            int d = n - was.getOrDefault(name, 0);
-            if (d > 0) {
-                grown.add("+" + d + " " + name);
-            }
-        });
-        return String.join(", ", grown);
-    }
-
-    private static Map<String, Integer> parseThreadNames(String names) {
-        Map<String, Integer> out = new TreeMap<>();
-        if (names != null && !names.isEmpty()) {
-            for (String entry : names.split(";")) {
-                int colon = entry.lastIndexOf(':');
-                if (colon > 0) {
-                    out.put(entry.substring(0, colon), Integer.parseInt(entry.substring(colon + 1)));
-                }
-            }
-        }
-        return out;
     }
 
     private static String encode(Map<String, String> report) {

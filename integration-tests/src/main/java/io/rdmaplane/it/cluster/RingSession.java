@@ -44,23 +44,36 @@ public final class RingSession implements AutoCloseable {
         }
     }
 
-    /** One fault's outcome: the report's row. */
+    /**
+     * One fault's outcome: the report's row. {@code resources}: each long-lived process's resources before the fault
+     * and once settled after it; {@code leaks}: what did not come back to its baseline within {@link #SETTLE} ("" when
+     * everything did); {@code staleReads}: in REPLACE_EXECUTOR, what READs with the replaced executor's descriptors got
+     * ({@link RingStaleRead}'s result), "" in the other cases.
+     */
     public record Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long suspected,
             long reconnects, long fallbackFetch, long fallbackShuffle, long fallbackApp, int stageResubmits, long rdmaBlocks, int replaced,
-            String resources, long lost, long duplicated) {
+            long settledMillis, String resources, String leaks, String staleReads, long lost, long duplicated) {
         public static String header() {
-            return String.format(Locale.ROOT, "%-18s %-6s %8s %9s %10s %5s %5s %6s %5s %5s %6s %7s %4s  %s", "case", "result", "job ms", "+ms",
-                    "recover ms", "susp", "recon", "fb.fet", "fb.sh", "fb.ap", "stage.", "rdma.bl", "repl",
-                    "resources (executor: threads, fds, registered bytes before->after)");
+            return String.format(Locale.ROOT, "%-18s %-6s %8s %9s %10s %5s %5s %6s %5s %5s %6s %7s %4s %7s  %s", "case", "result", "job ms", "+ms",
+                    "recover ms", "susp", "recon", "fb.fet", "fb.sh", "fb.ap", "stage.", "rdma.bl", "repl", "settle",
+                    "resources (baseline->settled) / leaks");
         }
 
         public String line() {
-            return String.format(Locale.ROOT, "%-18s %-6s %8d %9d %10d %5d %5d %6d %5d %5d %6d %7d %4d  %s", fault, ok ? "same" : "DIFF", jobMillis,
+            return String.format(Locale.ROOT, "%-18s %-6s %8d %9d %10d %5d %5d %6d %5d %5d %6d %7d %4d %7d  %s", fault, ok ? "same" : "DIFF", jobMillis,
                     extraMillis, recoveredMillis, suspected, reconnects, fallbackFetch, fallbackShuffle, fallbackApp, stageResubmits, rdmaBlocks,
-                    replaced, resources)
+                    replaced, settledMillis, leaks.isEmpty() ? "back to baseline" : "LEAK " + leaks)
+                    + (resources.isEmpty() ? "" : "\n    " + resources.replace("; ", "\n    "))
+                    + (staleReads.isEmpty() ? "" : "\n    stale descriptors: " + staleReads)
                     + (detail.isEmpty() ? "" : "\n    " + detail);
         }
     }
+
+    /** The ports of the project's servers in the ring (executors', DataNodes', the driver's registry): their sockets are the transport's. */
+    static final Set<Integer> TRANSPORT_PORTS = Set.of(RingCluster.RDMA_PORT, RingCluster.REGISTRY_PORT, RingCluster.DATANODE_RDMA);
+
+    /** How long a fault's processes may take, once its job is done, to give back what they held (idle timeouts, reconnects). */
+    static final Duration SETTLE = Duration.ofSeconds(90);
 
     public final HostRing ring;
     public final RingCluster cluster;
@@ -70,6 +83,8 @@ public final class RingSession implements AutoCloseable {
     /** A clean RDMA run after the first (warm): what a fault's extra time is measured against. */
     final RingDriver.Result clean;
     private final RingDriver rdma;
+    /** The executors that have run a whole RDMA shuffle (the baseline of a fault is measured with these only). */
+    private Set<String> warmExecutors;
 
     private RingSession(HostRing ring, RingCluster cluster, RingDriver.Result sort, RingDriver rdma, RingDriver.Result rdmaBaseline,
             RingDriver.Result clean, RingDriver.Reports reports) {
@@ -80,6 +95,7 @@ public final class RingSession implements AutoCloseable {
         this.rdma = rdma;
         this.rdmaBaseline = rdmaBaseline;
         this.reportsAfterBaseline = reports;
+        this.warmExecutors = Set.copyOf(reports.executors().keySet());
     }
 
     /** Builds the ring, starts the cluster, runs the baseline with sort shuffle, then submits the RDMA application. */
@@ -173,14 +189,28 @@ public final class RingSession implements AutoCloseable {
     }
 
     private Row sparkFault(Fault fault) {
-        RingDriver.Reports before = rdma.report(cluster.workers, Duration.ofMinutes(2));
+        RingDriver.Reports before = warmReport();
+        Map<String, ProcessResources> baseline = resources(before);
         long[] healed = {0};
         StringBuilder detail = new StringBuilder();
         String name = fault.name().toLowerCase(Locale.ROOT) + "-" + System.nanoTime() % 100000;
-        RingDriver.Result r = rdma.shuffle(name, WORKLOAD, () -> {
-            inject(fault, detail);
-            healed[0] = System.nanoTime();
-        }, JOB_DEADLINE);
+        RingProcess stale = fault == Fault.REPLACE_EXECUTOR ? cluster.staleReader(1) : null;
+        String[] staleReads = {""};
+        RingDriver.Result r;
+        try {
+            r = rdma.shuffle(name, WORKLOAD, () -> {
+                if (stale != null) {
+                    staleReads[0] = replaceExecutor(before, stale, detail);
+                } else {
+                    inject(fault, detail);
+                }
+                healed[0] = System.nanoTime();
+            }, JOB_DEADLINE);
+        } finally {
+            if (stale != null) {
+                stale.kill();
+            }
+        }
         long recovered = (System.nanoTime() - healed[0]) / 1_000_000;
         RingDriver.Reports after = rdma.report(cluster.workers, Duration.ofMinutes(3));
         boolean ok = r.equalsExpected() && r.hash().equals(sortBaseline.hash()) && r.count() == sortBaseline.count();
@@ -190,26 +220,106 @@ public final class RingSession implements AutoCloseable {
         if (!ok) {
             detail.append(" result ").append(r).append(" against the baseline ").append(sortBaseline);
         }
-        int replaced = 0;
-        StringBuilder resources = new StringBuilder();
-        for (Map.Entry<String, Map<String, String>> e : after.executors().entrySet()) {
-            Map<String, String> b = before.executors().get(e.getKey());
-            if (b == null) {
-                replaced++;
-                continue;
-            }
-            resources.append(e.getKey()).append(": ").append(b.get("threads")).append("->").append(e.getValue().get("threads")).append(", ")
-                    .append(b.get("fds")).append("->").append(e.getValue().get("fds")).append(", ").append(registered(b)).append("->")
-                    .append(registered(e.getValue()));
-            String grown = RingJob.threadsGrown(b.get("threadNames"), e.getValue().get("threadNames"));
-            resources.append(grown.isEmpty() ? "" : " (threads: " + grown + ")").append("; ");
-        }
+        int replaced = (int) after.executors().keySet().stream().filter(id -> !before.executors().containsKey(id)).count();
+        Settled settled = settle(baseline);
         return new Row(fault, ok, detail.toString().trim(), r.millis(), r.millis() - clean.millis(), recovered,
                 deltaMatching(before, after, "_to_suspect"), delta(before, after, "rdma.reconnects"),
                 delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
                 RingDriver.number(after.driver(), ShuffleMetrics.FALLBACK_SHUFFLE) - RingDriver.number(before.driver(), ShuffleMetrics.FALLBACK_SHUFFLE),
                 delta(before, after, ShuffleMetrics.FALLBACK_APP), r.stageResubmits(), delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS),
-                replaced, resources.toString().trim(), r.lost(), r.duplicated());
+                replaced, settled.millis, settled.resources, settled.leaks, staleReads[0], r.lost(), r.duplicated());
+    }
+
+    /**
+     * The executors' reports once every executor has been through a whole RDMA shuffle: after a fault replaced one, a
+     * clean shuffle first, so that the replacement's pool, its server and its peers' channels to it exist before the
+     * baseline is measured (they are what the first shuffle creates, not what a fault leaks).
+     */
+    private RingDriver.Reports warmReport() {
+        RingDriver.Reports report = rdma.report(cluster.workers, Duration.ofMinutes(2));
+        if (!report.executors().keySet().equals(warmExecutors)) {
+            RingDriver.Result warm = rdma.shuffle("warm-" + System.nanoTime() % 100000, WORKLOAD, null, JOB_DEADLINE);
+            if (!warm.equalsExpected()) {
+                throw new IllegalStateException("the clean shuffle after a replaced executor gave " + warm + "\n" + cluster.tails());
+            }
+            report = rdma.report(cluster.workers, Duration.ofMinutes(2));
+            warmExecutors = Set.copyOf(report.executors().keySet());
+        }
+        return report;
+    }
+
+    /** The settled state after a fault: how long it took, each process's baseline->settled resources, what leaked. */
+    private record Settled(long millis, String resources, String leaks) {
+    }
+
+    /**
+     * The resources of every long-lived process running the project's code (each executor, each DataNode), from
+     * {@code /proc} ({@link ProcessResources}) and the registered bytes their metrics report (the executors' pools,
+     * the DataNodes' {@code RdmaBlockService} bean). {@code report}: the executors' reports (pid, registered bytes).
+     */
+    private Map<String, ProcessResources> resources(RingDriver.Reports report) {
+        Map<String, ProcessResources> out = new java.util.TreeMap<>();
+        for (Map<String, String> r : report.executors().values()) {
+            ProcessResources p = ProcessResources.of("executor " + r.get("executorId"), RingDriver.number(r, "pid"), registered(r), 0,
+                    TRANSPORT_PORTS);
+            if (p != null) {
+                out.put(p.name(), p);
+            }
+        }
+        for (int w = 1; w <= cluster.dataNodes.size(); w++) {
+            RingProcess dn = cluster.dataNodes.get(w - 1);
+            long registered = RingCluster.jsonLong(cluster.dataNodeBean(w), "RegisteredBytes");
+            // its region cache keeps the replicas it served: at most one of each block of the ring's file
+            ProcessResources p = dn.isAlive() && registered >= 0 ? ProcessResources.of("datanode " + w, dn.pid(), registered, RingCluster.HDFS_FILE,
+                    TRANSPORT_PORTS)
+                    : null;
+            if (p != null) {
+                out.put(p.name(), p);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Polls (every half second, at most {@link #SETTLE}) until every process of {@code baseline} that still runs (the
+     * same pid: a replaced process has no baseline) holds no more descriptors, rdma-* threads and registered bytes
+     * than it did before the fault. A process that never gets there is a leak: the row names it.
+     */
+    private Settled settle(Map<String, ProcessResources> baseline) {
+        long started = System.nanoTime();
+        long end = started + SETTLE.toNanos();
+        String waitedFor = "";
+        while (true) {
+            Map<String, ProcessResources> now = resources(rdma.report(cluster.workers, Duration.ofMinutes(2)));
+            List<String> changes = new ArrayList<>();
+            List<String> leaks = new ArrayList<>();
+            for (Map.Entry<String, ProcessResources> e : now.entrySet()) {
+                ProcessResources b = baseline.get(e.getKey());
+                if (b == null || b.pid() != e.getValue().pid()) {
+                    changes.add(e.getKey() + ": replaced (pid " + e.getValue().pid() + "), no baseline");
+                    continue;
+                }
+                changes.add(e.getValue().change(b));
+                String leak = e.getValue().leaksAgainst(b);
+                if (!leak.isEmpty()) {
+                    leaks.add(e.getKey() + " (pid " + b.pid() + "): " + leak);
+                }
+            }
+            long millis = (System.nanoTime() - started) / 1_000_000;
+            if (leaks.isEmpty() || System.nanoTime() > end) {
+                if (leaks.isEmpty() && !waitedFor.isEmpty()) {
+                    changes.add("above the baseline until settled: " + waitedFor);
+                }
+                return new Settled(millis, String.join("; ", changes), String.join(", ", leaks));
+            }
+            waitedFor = String.join(", ", leaks);
+            try {
+                Thread.sleep(500); // the poll's period
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted waiting for the ring to settle");
+            }
+        }
     }
 
     /** The growth of every {@code rdma.state.*} counter whose name ends with {@code suffix} (channel state transitions). */
@@ -257,17 +367,43 @@ public final class RingSession implements AutoCloseable {
                 }
             }
             case KILL_EXECUTOR -> executor(1).destroyForcibly();
-            case REPLACE_EXECUTOR -> {
-                ProcessHandle old = executor(1);
-                old.destroyForcibly();
-                String port = ring.address(1) + ":" + RingCluster.RDMA_PORT;
-                RingCluster.waitUntil(() -> cluster.executorsOn(1).stream().anyMatch(p -> p.pid() != old.pid())
-                        && ring.listening(1).contains(port), Duration.ofMinutes(2), () -> "a new executor on host 1 listens on " + port);
-                detail.append("replacement executor pid ").append(cluster.executorsOn(1).get(0).pid()).append(" listens on ").append(port)
-                        .append(" (the old one, pid ").append(old.pid()).append(", did too)");
-            }
             default -> throw new IllegalArgumentException(fault.name());
         }
+    }
+
+    /**
+     * REPLACE_EXECUTOR: {@code stale} (a reducer's client outside Spark) LOCATEs blocks of two of this shuffle's maps on
+     * host 1's executor and keeps their descriptors; the executor is killed with -9, its Worker starts a new one at
+     * the same address and ports, and {@code stale} READs with the old descriptors there. Returns what they got.
+     */
+    private String replaceExecutor(RingDriver.Reports before, RingProcess stale, StringBuilder detail) {
+        ProcessHandle old = executor(1);
+        String oldId = before.executors().values().stream().filter(e -> RingDriver.number(e, "pid") == old.pid()).map(e -> e.get("executorId"))
+                .findFirst().orElseThrow(() -> new IllegalStateException("no report of the executor with pid " + old.pid() + ": " + before));
+        Map<String, String> maps = new java.util.HashMap<>();
+        for (String field : rdma.lastMaps.split(" ")) {
+            int eq = field.indexOf('=');
+            if (eq > 0) {
+                maps.put(field.substring(0, eq), field.substring(eq + 1));
+            }
+        }
+        String ids = maps.getOrDefault(oldId, "");
+        if (ids.isEmpty()) {
+            throw new IllegalStateException("executor " + oldId + " ran none of the shuffle's maps: " + rdma.lastMaps);
+        }
+        String twoMaps = String.join(",", Arrays.asList(ids.split(",")).subList(0, Math.min(2, ids.split(",").length)));
+        stale.send("locate " + maps.get("shuffle") + " " + WORKLOAD.reduces() + " " + twoMaps);
+        String located = RingCluster.awaitLog(stale, "RING-STALE-LOCATED", Duration.ofMinutes(1));
+        old.destroyForcibly();
+        String port = ring.address(1) + ":" + RingCluster.RDMA_PORT;
+        RingCluster.waitUntil(() -> cluster.executorsOn(1).stream().anyMatch(p -> p.pid() != old.pid())
+                && ring.listening(1).contains(port), Duration.ofMinutes(2), () -> "a new executor on host 1 listens on " + port);
+        detail.append("replacement executor pid ").append(cluster.executorsOn(1).get(0).pid()).append(" listens on ").append(port)
+                .append(" (the old one, executor ").append(oldId).append(", pid ").append(old.pid()).append(", did too)");
+        stale.send("read");
+        String result = RingCluster.awaitLog(stale, "RING-STALE-RESULT", Duration.ofMinutes(2));
+        return "maps " + twoMaps + " of shuffle " + maps.get("shuffle") + " on executor " + oldId + ", " + located.substring("RING-STALE-".length())
+                + ", after the replacement: " + result.substring("RING-STALE-RESULT ".length());
     }
 
     private ProcessHandle executor(int host) {
@@ -302,6 +438,7 @@ public final class RingSession implements AutoCloseable {
      */
     private Row killDataNodeMidRead() {
         byte[] data = cluster.hdfsFile();
+        Map<String, ProcessResources> baseline = resources(warmReport());
         long started = System.nanoTime();
         RingProcess cat = cluster.fsShell("fs-cat-kill-" + System.nanoTime() % 100000, true, RingProcess.PIPE, "-cat", "/ring/data.bin");
         java.io.ByteArrayOutputStream got = new java.io.ByteArrayOutputStream();
@@ -324,10 +461,11 @@ public final class RingSession implements AutoCloseable {
         String log = String.join("\n", cat.lines());
         long fallbacks = log.lines().filter(l -> l.contains("fell back to TCP")).count();
         cluster.restartDataNode(1);
+        Settled settled = settle(baseline);
         return new Row(Fault.KILL_DATANODE, ok, ok ? "client log: " + fallbacks + " block read(s) fell back to TCP" : "exit " + code + ", "
                 + got.size() + " of " + data.length + " bytes\n" + cat.tail(30), (done - started) / 1_000_000, 0,
-                killedAt == 0 ? -1 : (done - killedAt) / 1_000_000, 0, 0, fallbacks, 0, 0, 0, 0, 0, "",
-                Math.max(0, data.length - got.size()), Math.max(0, got.size() - data.length));
+                killedAt == 0 ? -1 : (done - killedAt) / 1_000_000, 0, 0, fallbacks, 0, 0, 0, 0, 1, settled.millis, settled.resources,
+                settled.leaks, "", Math.max(0, data.length - got.size()), Math.max(0, got.size() - data.length));
     }
 
     public static String describeFaults() {

@@ -10,8 +10,9 @@ import java.util.Random;
 /**
  * The soak command: one host ring, then {@code rounds} rounds of a randomly chosen fault ({@link RingSession.Fault}),
  * until the rounds or {@code minutes} run out; a row per round and the summary line
- * {@code soak: R rounds, F faults, L lost, D duplicated, J failed jobs}. Exits 1 unless all three are 0, 2 when the
- * ring cannot be built here.
+ * {@code soak: R rounds, F faults, L lost, D duplicated, J failed jobs, K rounds leaked} (a round leaks when a process's
+ * descriptors, rdma-* threads or registered bytes stay above their baseline once settled). Exits 1 unless all four are
+ * 0, 2 when the ring cannot be built here.
  */
 public final class Soak {
     private Soak() {
@@ -42,6 +43,7 @@ public final class Soak {
         long lost = 0;
         long duplicated = 0;
         int failed = 0;
+        int leaked = 0;
         try (RingSession session = RingSession.start(RingLines.fromTestClassPath(), Path.of("target/ring-soak"), budget.plusMinutes(10))) {
             System.out.println("round " + RingSession.Row.header());
             for (int round = 1; round <= rounds && System.nanoTime() < end; round++) {
@@ -64,10 +66,13 @@ public final class Soak {
                 if (!row.ok()) {
                     failed++;
                 }
+                if (!row.leaks().isEmpty()) {
+                    leaked++;
+                }
             }
         }
         System.out.println("soak: " + done + " rounds, " + faulted + " faults, " + lost + " lost, " + duplicated + " duplicated, " + failed
-                + " failed jobs");
-        System.exit(lost == 0 && duplicated == 0 && failed == 0 ? 0 : 1);
+                + " failed jobs, " + leaked + " rounds leaked");
+        System.exit(lost == 0 && duplicated == 0 && failed == 0 && leaked == 0 ? 0 : 1);
     }
 }

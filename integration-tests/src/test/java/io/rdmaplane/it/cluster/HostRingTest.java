@@ -50,14 +50,20 @@ class HostRingTest {
         }
     }
 
-    /** Runs {@code fault}; its output equals the baseline's, nothing lost or duplicated, the job did not fail. */
-    private static void assertRecovers(RingSession.Fault fault) {
+    /**
+     * Runs {@code fault}; its output equals the baseline's, nothing lost or duplicated, the job did not fail, and once
+     * settled every executor and DataNode that lived through it holds no more open descriptors, rdma-* threads and
+     * registered bytes than before it.
+     */
+    private static RingSession.Row assertRecovers(RingSession.Fault fault) {
         RingSession.Row row = session.run(fault);
         ROWS.add(row);
         System.out.println("host ring fault:\n" + RingSession.Row.header() + "\n" + row.line());
         assertEquals(0, row.lost(), row.line());
         assertEquals(0, row.duplicated(), row.line());
         assertTrue(row.ok(), row.line() + "\n" + session.cluster.tails());
+        assertEquals("", row.leaks(), "resources did not return to their baseline within " + RingSession.SETTLE.toSeconds() + " s:\n" + row.line());
+        return row;
     }
 
     @Test
@@ -115,10 +121,23 @@ class HostRingTest {
         assertRecovers(RingSession.Fault.STOP_EXECUTOR_3S);
     }
 
+    /**
+     * Besides recovering: READs with descriptors the replaced executor handed out, sent to its replacement at the same
+     * address and port, each end with an explicit remote access error (the rkey is gone), none delivers bytes, and a
+     * new LOCATE of those blocks there serves none of them (they were the old executor's).
+     */
     @Test
     @Order(16)
     void executorReplacedAtTheSameAddressAndPort() {
-        assertRecovers(RingSession.Fault.REPLACE_EXECUTOR);
+        String stale = assertRecovers(RingSession.Fault.REPLACE_EXECUTOR).staleReads();
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("blocks=(\\d+) reads=(\\d+) delivered=(\\d+) outcomes=\\{([^}]*)} relocated=\\{([^}]*)}")
+                .matcher(stale);
+        assertTrue(m.find(), stale);
+        int reads = Integer.parseInt(m.group(2));
+        assertTrue(reads > 0, "the stale reader kept no READ descriptor: " + stale);
+        assertEquals(0, Integer.parseInt(m.group(3)), "READs with the old descriptors delivered bytes: " + stale);
+        assertEquals("REMOTE_ACCESS_ERROR=" + reads, m.group(4), "every READ with an old descriptor ends with a remote access error: " + stale);
+        assertEquals("NotServed=" + m.group(1), m.group(5), "the replacement serves none of the old executor's blocks: " + stale);
     }
 
     @Test

@@ -40,6 +40,7 @@ class VerbsRingTest {
     private static final int SIZE = 256 << 10;
     private static final long SEED = 14;
     private static final String NETEM = "delay 5ms 2ms loss 1% reorder 25% 50%";
+    private static final String CORRUPT = "corrupt 0.1%";
     private static VmHostJvm server;
     private static VmHostJvm reader;
     /** The baseline round's report: the project's threads and the open files the reader returns to after each fault. */
@@ -204,25 +205,41 @@ class VerbsRingTest {
     @Test
     @Order(7)
     void netemLossDelayReorderingOnOneLink() throws Exception {
-        // Both ends of host1's link: its bridge port (towards host1) and host1's veth (from host1).
-        String port = VmHostJvm.host(1, "PORT");
-        String ns = VmHostJvm.host(1, "NS");
-        String dev = VmHostJvm.host(1, "NETDEV");
-        sh(("tc qdisc add dev " + port + " root netem " + NETEM).split(" "));
-        try {
-            sh(("ip netns exec " + ns + " tc qdisc add dev " + dev + " root netem " + NETEM).split(" "));
-            // A third of the blocks: on rxe this link stalls READs for 10 s at a time (the first run's 24 blocks did
-            // not settle in 300 s), and each block ends over RDMA or, after the attempts, over TCP.
-            round("netem " + NETEM, BLOCKS / 3, () -> { });
-        } finally {
-            shQuiet(("tc qdisc del dev " + port + " root").split(" "));
-            shQuiet(("ip netns exec " + ns + " tc qdisc del dev " + dev + " root").split(" "));
-        }
+        // A third of the blocks: on rxe this link stalls READs for 10 s at a time (the first run's 24 blocks did
+        // not settle in 300 s), and each block ends over RDMA or, after the attempts, over TCP.
+        netemRound(NETEM, BLOCKS / 3);
         assertBackToBaseline("netem");
     }
 
     @Test
     @Order(8)
+    void bitsFlippedOnTheWireNeverReachAReader() throws Exception {
+        // netem corrupt flips one random bit in a packet: rxe's ICRC (or the IP/UDP checksums) drop it and the
+        // requester retransmits; a flipped payload that got through would fail the block's CRC32C (sampled at 1.0
+        // here) and be READ again. Either way no wrong byte is delivered.
+        Map<String, String> r = netemRound(CORRUPT, BLOCKS / 3);
+        System.out.println("vm ring: corrupt: the policy layer's checksum failures (flips the NIC let through): "
+                + r.get("rdma.checksum.failures"));
+        assertBackToBaseline("corrupt");
+    }
+
+    /** A round of {@code blocks} with {@code tc netem SPEC} on both ends of host1's link: its bridge port and host1's veth. */
+    private static Map<String, String> netemRound(String spec, int blocks) throws Exception {
+        String port = VmHostJvm.host(1, "PORT");
+        String ns = VmHostJvm.host(1, "NS");
+        String dev = VmHostJvm.host(1, "NETDEV");
+        sh(("tc qdisc add dev " + port + " root netem " + spec).split(" "));
+        try {
+            sh(("ip netns exec " + ns + " tc qdisc add dev " + dev + " root netem " + spec).split(" "));
+            return round("netem " + spec, blocks, () -> { });
+        } finally {
+            shQuiet(("tc qdisc del dev " + port + " root").split(" "));
+            shQuiet(("ip netns exec " + ns + " tc qdisc del dev " + dev + " root").split(" "));
+        }
+    }
+
+    @Test
+    @Order(9)
     void aServerReplacedAtTheSameAddressAndPortRefusesItsPredecessorsDescriptors() throws Exception {
         // A reducer holding a dead executor's descriptors meets a new process at the same address and port with
         // the same blocks laid out elsewhere: each stale READ must be refused by the device (no QP of the successor

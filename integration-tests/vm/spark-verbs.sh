@@ -235,7 +235,7 @@ if [ -n "$report" ]; then
 else
   log "no JUnit report came back from the VM"
 fi
-summary=$(grep -h '^spark-verbs: provider ' "$res/test.log" 2>/dev/null | tail -1 | sed 's/^spark-verbs: //')
+summary=$(grep -h '^spark-verbs: provider ' "$res/test.log" 2>/dev/null | tail -1 | sed 's/^spark-verbs: //' || true)
 delta=$(cat "$res/rxe0-delta" 2>/dev/null || true)
 rxe_moved=0
 [[ "$delta" =~ (sent_pkts|rcvd_pkts)\ \+[1-9] ]] && rxe_moved=1

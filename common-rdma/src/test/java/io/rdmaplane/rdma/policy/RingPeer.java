@@ -54,12 +54,14 @@ import java.util.zip.CRC32C;
  * bytes differ from the seed's), same (every byte of the landing region equals the seed's),
  * fallbacks, reconnects, reissued work and completion errors by status (the policy metrics' deltas),
  * the longest stall between two deliveries, and the threads (all, and the project's: named {@code rdma-*})
- * and file descriptors after the round.
+ * and file descriptors after the round; {@code settle FDS THREADS} waits (up to 60 s) until the open files and
+ * the project's threads are back at those counts and prints {@code SETTLED fds=.. rdmaThreads=.. waitedMs=..}.
  * </ul>
  * Any failure prints {@code ERROR <message>} and exits 2.
  */
 public final class RingPeer {
     private static final Duration ROUND_DEADLINE = Duration.ofSeconds(360);
+    private static final Duration SETTLE_DEADLINE = Duration.ofSeconds(60);
 
     private RingPeer() {
     }
@@ -204,6 +206,8 @@ public final class RingPeer {
                     boolean cached = words.length == 4 && words[3].equals("cached") && table[0] != null;
                     say(round(words[1], client, peer, tcp, landing, count, size, expected, metrics, transitions, fetchers,
                             cached ? table[0] : null, table));
+                } else if (words.length == 3 && words[0].equals("settle")) {
+                    say(settle(Long.parseLong(words[1]), Long.parseLong(words[2])));
                 }
             }
         } finally {
@@ -288,7 +292,7 @@ public final class RingPeer {
                 .append(" tcp=").append(viaTcp.get()).append(" ms=").append((System.nanoTime() - started) / 1_000_000)
                 .append(" stallMs=").append(longestStall.get() / 1_000_000)
                 .append(" threads=").append(java.lang.management.ManagementFactory.getThreadMXBean().getThreadCount())
-                .append(" rdmaThreads=").append(Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().startsWith("rdma-")).count())
+                .append(" rdmaThreads=").append(rdmaThreads())
                 .append(" fds=").append(openFds());
         moved.forEach((k, v) -> b.append(' ').append(k).append('=').append(v));
         b.append(" transitions=").append(String.join(",", transitions));
@@ -355,6 +359,24 @@ public final class RingPeer {
         moved.putIfAbsent("rdma.reconnects", 0L);
         moved.putIfAbsent("rdma.fallbacks", 0L);
         return moved;
+    }
+
+    /**
+     * Waits (up to {@link #SETTLE_DEADLINE}) until the open files and the project's threads are back at the given
+     * counts: a round ends as soon as its blocks are in, while a channel may still be reconnecting or closing what
+     * the fault broke. Reports the counts reached and how long it took; a leak never gets there.
+     */
+    private static String settle(long fds, long threads) throws InterruptedException {
+        long started = System.nanoTime();
+        long deadline = started + SETTLE_DEADLINE.toNanos();
+        while ((openFds() != fds || rdmaThreads() != threads) && System.nanoTime() < deadline) {
+            Thread.sleep(200); // polls the counts against a deadline; not a synchronisation
+        }
+        return "SETTLED fds=" + openFds() + " rdmaThreads=" + rdmaThreads() + " waitedMs=" + (System.nanoTime() - started) / 1_000_000;
+    }
+
+    private static long rdmaThreads() {
+        return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().startsWith("rdma-")).count();
     }
 
     private static long openFds() {

@@ -41,7 +41,7 @@ class VerbsRingTest {
     private static final String NETEM = "delay 5ms 2ms loss 1% reorder 25% 50%";
     private static VmHostJvm server;
     private static VmHostJvm reader;
-    /** The baseline round's report: the project's threads and the open files every later round must return to. */
+    /** The baseline round's report: the project's threads and the open files the reader returns to after each fault. */
     private static Map<String, String> baseline;
     /** Where the current round's lines start in the reader's output. */
     private static int roundStart;
@@ -76,7 +76,8 @@ class VerbsRingTest {
             System.out.println(String.format(Locale.ROOT, "%-28s %8s %10s %5s %5s %5s %5s %5s %7s %7s %s", "case", "round ms", "stall ms",
                     "recon", "fb", "tcp", "lost", "dup", "threads", "fds", "completion errors / re-issued"));
             System.out.println("(stall ms: the longest time between two blocks delivered, i.e. the time to recover; fb: the policy"
-                    + " layer's fallbacks; tcp: blocks fetched over TCP; threads: all / the project's rdma-*)");
+                    + " layer's fallbacks; tcp: blocks fetched over TCP; threads: all / the project's rdma-*; threads and fds at the round's end,"
+                    + " each fault's test then waits for the baseline's and asserts them)");
             TABLE.forEach(System.out::println);
         }
         if (reader != null) {
@@ -106,6 +107,7 @@ class VerbsRingTest {
                 linkUp();
             }
         });
+        assertBackToBaseline("link down 150 ms");
     }
 
     @Test
@@ -130,6 +132,7 @@ class VerbsRingTest {
         assertTrue(number(r, "rdma.reconnects") >= 1, () -> "the channel was rebuilt: " + r);
         assertTrue(number(r, "rdma.reissued") >= 1, () -> "work flushed by the broken QP went out again: " + r);
         assertEquals("0", r.get("tcp"), () -> "reconnected within the attempts: no fallback: " + r);
+        assertBackToBaseline("link down until reconnecting");
     }
 
     @Test
@@ -147,6 +150,7 @@ class VerbsRingTest {
         });
         assertTrue(number(r, "tcp") >= 1, () -> "blocks fell back to TCP: " + r);
         assertTrue(number(r, "rdma.fallbacks") >= 1, () -> "the policy layer said fall back: " + r);
+        assertBackToBaseline("link down past the attempts");
     }
 
     @Test
@@ -166,6 +170,7 @@ class VerbsRingTest {
             shQuiet(("tc qdisc del dev " + port + " root").split(" "));
             shQuiet(("ip netns exec " + ns + " tc qdisc del dev " + dev + " root").split(" "));
         }
+        assertBackToBaseline("netem");
     }
 
     interface Fault {
@@ -203,12 +208,22 @@ class VerbsRingTest {
         assertEquals("0", r.get("duplicated"), () -> name + ": " + r);
         assertEquals("0", r.get("wrong"), () -> name + ": " + r);
         assertEquals("true", r.get("same"), () -> name + ": " + r);
-        if (baseline != null) {
-            // What a fault took (channels, QPs, sockets, the threads that serve them) is given back.
-            assertEquals(baseline.get("rdmaThreads"), r.get("rdmaThreads"), () -> name + ": the project's threads against the baseline's: " + r);
-            assertEquals(baseline.get("fds"), r.get("fds"), () -> name + ": open files against the baseline's: " + r);
-        }
         return r;
+    }
+
+    /**
+     * What the fault took (channels, QPs, sockets, the threads that serve them) is given back once it has ended:
+     * the reader's open files and the project's threads return to the baseline round's. A round ends when its
+     * blocks are in, possibly while a channel still reconnects, so the reader waits (bounded) for the counts.
+     */
+    private static void assertBackToBaseline(String name) throws Exception {
+        int from = reader.lines.size();
+        reader.send("settle " + baseline.get("fds") + " " + baseline.get("rdmaThreads"));
+        Map<String, String> s = parse(reader.awaitLine("SETTLED ", from));
+        System.out.println("vm ring: " + name + ": after the fault: " + s);
+        assertEquals(baseline.get("rdmaThreads"), s.get("rdmaThreads"), () -> name + ": the project's threads against the baseline's "
+                + baseline.get("rdmaThreads") + ": " + s);
+        assertEquals(baseline.get("fds"), s.get("fds"), () -> name + ": open files against the baseline's " + baseline.get("fds") + ": " + s);
     }
 
     private static String completionErrors(Map<String, String> r) {

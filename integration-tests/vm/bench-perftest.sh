@@ -31,27 +31,19 @@ if [ "${1:-}" = --in-vm ]; then
       completion="$BENCH_COMPLETION" server="$A" client="$B" "$@" > "$out" 2>&1 || { log "our benchmark failed ($*); its last lines:" >&2; tail -n 15 "$out" >&2; }
     grep -E '^verbs READ' "$out"
   }
-  perftest() { # tool port args...: server on rxe0, client on rxe1 to A; prints the client's output
-    local tool=$1 port=$2; shift 2
-    timeout 120 "$tool" -d rxe0 -p "$port" -F "$@" > /tmp/bench-server.log 2>&1 &
-    local server=$!
-    for _ in $(seq 100); do ss -Hltn "sport = :$port" | grep -q . && break; sleep 0.2; done
-    timeout 120 "$tool" -d rxe1 -p "$port" -F "$@" "$A" || true
-    wait "$server" || true
-  }
   log "our provider's completions: $BENCH_COMPLETION (perftest busy-polls)"
   bw_perf=() bw_ours=() bw_spin=() lat_perf=() lat_ours=() lat_spin=() cpu_ours=() cpu_spin=()
   record() { # ARRAY VALUE: keeps a round's figure; a failed round (no figure, or 0) is left out of the median
     if [ -n "$2" ] && awk -v v="$2" 'BEGIN { exit !(v > 0) }'; then eval "$1+=(\"\$2\")"; else log "(round left out)"; fi
   }
   for round in $(seq "$BENCH_ROUNDS"); do
-    v=$(perftest ib_read_bw $((18600 + round)) -s 65536 -D 5 | awk '$1 == 65536 && NF >= 5 { print $4 }')
+    v=$(vm_perftest ib_read_bw $((18600 + round)) -s 65536 -D 5 | awk '$1 == 65536 && NF >= 5 { print $4 }')
     log "round $round ib_read_bw 64 KiB:   ${v:-n/a} MB/sec"; record bw_perf "$v"
     v=$(ours mode=bw size=65536 outstanding=32 seconds=5 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
     log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec (no spin)"; record bw_ours "$v"
     v=$(ours mode=bw size=65536 outstanding=32 seconds=5 spinMicros=50 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
     log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec (spin 50 us)"; record bw_spin "$v"
-    v=$(perftest ib_read_lat $((18700 + round)) -s 64 -n 1000 | awk '$1 == 64 && NF >= 5 { print $5 }')
+    v=$(vm_perftest ib_read_lat $((18700 + round)) -s 64 -n 1000 | awk '$1 == 64 && NF >= 5 { print $5 }')
     log "round $round ib_read_lat 64 B:    typical ${v:-n/a} usec"; record lat_perf "$v"
     line=$(ours mode=lat size=64 rounds=1000)
     v=$(sed -n 's/.*typical \([0-9.]*\) usec.*/\1/p' <<< "$line") c=$(sed -n 's/.*cpu \([0-9.]*\) usec.*/\1/p' <<< "$line")
@@ -89,18 +81,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 work=$root/integration-tests/target/vm-bench
-mkdir -p "$work"
-if [ "$build" = 1 ]; then
-  # A reactor build: the class path it writes names the sibling modules' jars in their target
-  # directories. Nothing is installed into ~/.m2.
-  log "building the modules and integration-tests' class path on the host"
-  vm_mvn "$work/build.log" -pl integration-tests -am -DskipTests package
-fi
-[ -d "$root/integration-tests/target/classes" ] || { log "integration-tests is not built (drop --no-build)"; exit 2; }
+vm_bench_plan "$work/plan.sh" "$build"
 {
-  printf 'BENCH_JVM_FLAGS=%q\n' "-Xmx1g $(pom_property rdma.jvm.module.flags)"
-  printf 'BENCH_CLASSPATH=%q\n' "$root/integration-tests/target/classes:$(vm_test_classpath integration-tests)"
   printf 'BENCH_ROUNDS=%q\n' "$rounds"
   printf 'BENCH_COMPLETION=%q\n' "$completion"
-} > "$work/plan.sh"
+} >> "$work/plan.sh"
 bash "$here/run.sh" --timeout "${BENCH_VM_TIMEOUT:-1500}" "${run_opts[@]}" -- bash "$here/bench-perftest.sh" --in-vm "$work/plan.sh"

@@ -78,3 +78,35 @@ vm_test_classpath() {
   [ -s "$file" ] || vm_die "$1/target/test-classpath.txt is missing: build the tree first (mvn -B verify, or drop --no-build)"
   cat "$file"
 }
+
+# vm_bench_plan PLAN BUILD : (host side) when BUILD is 1, builds integration-tests and the modules
+# it depends on (a reactor build; nothing installed into ~/.m2), then writes PLAN, which the guest
+# sources: BENCH_JVM_FLAGS and BENCH_CLASSPATH (integration-tests' classes and test class path).
+vm_bench_plan() {
+  local plan=$1 build=$2 top
+  top=$(cd "$RDMA_VM_DIR/../.." && pwd)
+  mkdir -p "$(dirname "$plan")"
+  if [ "$build" = 1 ]; then
+    vm_log "building the modules and integration-tests' class path on the host"
+    vm_mvn "$(dirname "$plan")/build.log" -pl integration-tests -am -DskipTests package || exit 1
+  fi
+  [ -d "$top/integration-tests/target/classes" ] || vm_die "integration-tests is not built (drop --no-build)"
+  {
+    printf 'BENCH_JVM_FLAGS=%q\n' "-Xmx1g $(root=$top pom_property rdma.jvm.module.flags)"
+    printf 'BENCH_CLASSPATH=%q\n' "$top/integration-tests/target/classes:$(vm_test_classpath integration-tests)"
+  } > "$plan"
+}
+
+# vm_perftest TOOL PORT ARG... : (in the guest) perftest's TOOL (ib_read_lat, ib_read_bw, ...)
+# between the two devices: its server on RDMA_VM_DEV_A, its client on RDMA_VM_DEV_B connecting to
+# RDMA_VM_ADDR_A; prints the client's output (the server's is in /tmp/perftest-server.log).
+# Each side is stopped after 120 s; a failed run prints no result line (the caller's check).
+vm_perftest() {
+  local tool=$1 port=$2
+  shift 2
+  timeout 120 "$tool" -d "$RDMA_VM_DEV_A" -p "$port" -F "$@" > /tmp/perftest-server.log 2>&1 &
+  local server=$!
+  for _ in $(seq 100); do ss -Hltn "sport = :$port" | grep -q . && break; sleep 0.2; done
+  timeout 120 "$tool" -d "$RDMA_VM_DEV_B" -p "$port" -F "$@" "$RDMA_VM_ADDR_A" || true
+  wait "$server" || true
+}

@@ -354,6 +354,8 @@ JNIEXPORT void JNICALL ND(accept)(JNIEnv *env, jobject self, jlong id, jint retr
 
 /* ---- io.rdmaplane.rdma.provider.verbs.impl.NativeCm: what DiSNI's interface cannot say. */
 #define NCM(name) Java_io_rdmaplane_rdma_provider_verbs_impl_NativeCm_##name
+/* NativeCm relocated in the HDFS plug-in jar (see RP_ALIAS) */
+#define NCM_SHADED(name) Java_io_rdmaplane_shaded_rdma_provider_verbs_impl_NativeCm_##name
 
 JNIEXPORT void JNICALL NCM(connect)(JNIEnv *env, jclass cls, jlong id, jint retry_count, jint rnr_retry_count,
                                     jobject data, jint length, jboolean readable) {
@@ -511,3 +513,8 @@ JNIEXPORT jlong JNICALL ND(getContext)(JNIEnv *env, jobject self, jlong id) {
     struct ibv_context *verbs = PTR(struct rdma_cm_id, id)->verbs;
     return verbs != NULL ? HANDLE(verbs) : -1;
 }
+
+RP_ALIAS(NCM_SHADED(connect), NCM(connect))
+RP_ALIAS(NCM_SHADED(accept), NCM(accept))
+RP_ALIAS(NCM_SHADED(denyRemoteAccess), NCM(denyRemoteAccess))
+RP_ALIAS(NCM_SHADED(connectData), NCM(connectData))

@@ -56,4 +56,14 @@ int rp_wait_readable(int fd, int timeout_ms);
 /* The NativeDispatcher JNI name prefix, to keep the function definitions readable. */
 #define ND(name) Java_com_ibm_disni_verbs_impl_NativeDispatcher__1##name
 
+/* The HDFS plug-in jar relocates common-rdma to io.rdmaplane.shaded.rdma (hdfs-transfer-rdma/pom.xml), so that
+ * it shares a JVM and a class path with the Spark plug-in jar without a clash. JNI binds a native method by its
+ * class's name (no RegisterNatives here), so each native method of common-rdma's own classes (NativeCm,
+ * NativeMw) is exported under its relocated name too, as an alias of the same function. DiSNI's classes keep
+ * their names in both jars. */
+#define RP_STRING(x) RP_STRING_(x)
+#define RP_STRING_(x) #x
+#define RP_ALIAS(shaded, target) \
+    JNIEXPORT extern __typeof__(target) shaded __attribute__((alias(RP_STRING(target))));
+
 #endif

@@ -10,6 +10,8 @@
 #include "disni_native.h"
 
 #define NMW(name) Java_io_rdmaplane_rdma_provider_verbs_impl_NativeMw_##name
+/* NativeMw relocated in the HDFS plug-in jar (see RP_ALIAS) */
+#define NMW_SHADED(name) Java_io_rdmaplane_shaded_rdma_provider_verbs_impl_NativeMw_##name
 
 /* The device's type 2 window count (max_mw), 0 when it binds no type 2 window, or a negative errno. */
 JNIEXPORT jint JNICALL NMW(type2Windows)(JNIEnv *env, jclass cls, jlong context) {
@@ -87,3 +89,9 @@ JNIEXPORT jint JNICALL NMW(dealloc)(JNIEnv *env, jclass cls, jlong mw) {
     int rc = ibv_dealloc_mw(PTR(struct ibv_mw, mw));
     return rc == 0 ? 0 : -rc;
 }
+
+RP_ALIAS(NMW_SHADED(type2Windows), NMW(type2Windows))
+RP_ALIAS(NMW_SHADED(alloc), NMW(alloc))
+RP_ALIAS(NMW_SHADED(rkey), NMW(rkey))
+RP_ALIAS(NMW_SHADED(postBind), NMW(postBind))
+RP_ALIAS(NMW_SHADED(dealloc), NMW(dealloc))

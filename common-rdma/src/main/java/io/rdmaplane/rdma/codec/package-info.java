@@ -19,7 +19,7 @@
  * by id):
  * <pre>
  * protocol (version)   class                        ids
- * control (2)          policy.ControlFrame          HELLO 0x01, CHALLENGE 0x02, PROOF 0x03, READY 0x04, REJECT 0x05,
+ * control (3)          policy.ControlFrame          HELLO 0x01, CHALLENGE 0x02, PROOF 0x03, READY 0x04, REJECT 0x05,
  *                                                   REQUEST 0x06, RESPONSE 0x07, ERROR 0x08, PING 0x09, PONG 0x0A, UNBOUND 0x0B
  * locate (2)           spark.serve.LocateProtocol   LOCATE 0x10, LOCATED 0x11
  * registry (3)         spark.registry.RegistryProtocol  REGISTER 0x20, REGISTERED 0x21, LOOKUP 0x22, LOOKUP_ANSWER 0x23, REFUSED 0x24

@@ -13,8 +13,8 @@ import java.nio.ByteBuffer;
  * is dropped by the receiver and counted; the sender's retry covers it.
  */
 record ControlFrame(Type type, long requestId, ByteBuffer payload) {
-    /** 2: the first on the shared codec (the HELLO of the hand-written frames said 1). */
-    static final int VERSION = 2;
+    /** 3: HELLO carries a credential (2 was the first on the shared codec; the hand-written frames said 1). */
+    static final int VERSION = 3;
     /** The most bytes of a REJECT's or ERROR's reason; a longer one is cut. */
     static final int MAX_REASON_BYTES = 1024;
 

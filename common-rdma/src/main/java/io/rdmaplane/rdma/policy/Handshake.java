@@ -24,25 +24,35 @@ final class Handshake {
     static final byte[] NO_SESSION = new byte[Auth.SESSION_BYTES];
 
     /**
-     * HELLO: {@code class:u8 instance:16B nonce:16B session:16B wantsAuth:bool}; the instance names the
-     * client process; a data channel names the control session it belongs to (the id its control
-     * channel's READY carried), a control channel {@link #NO_SESSION}.
+     * HELLO: {@code class:u8 instance:16B nonce:16B session:16B wantsAuth:bool credential:bytes}; the
+     * instance names the client process; a data channel names the control session it belongs to (the id
+     * its control channel's READY carried), a control channel {@link #NO_SESSION}. A control channel's
+     * credential says which key it proves ({@link SessionAuthenticator}; empty for a shared secret); a
+     * data channel's is empty.
      */
-    record Hello(TrafficClass trafficClass, UUID instance, byte[] nonce, byte[] session, boolean wantsAuth) {
-        /** A control channel's HELLO. */
+    record Hello(TrafficClass trafficClass, UUID instance, byte[] nonce, byte[] session, boolean wantsAuth,
+                 byte[] credential) {
+        /** A HELLO with no credential. */
+        Hello(TrafficClass trafficClass, UUID instance, byte[] nonce, byte[] session, boolean wantsAuth) {
+            this(trafficClass, instance, nonce, session, wantsAuth, new byte[0]);
+        }
+
+        /** A control channel's HELLO with no credential. */
         Hello(TrafficClass trafficClass, UUID instance, byte[] nonce, boolean wantsAuth) {
             this(trafficClass, instance, nonce, NO_SESSION, wantsAuth);
         }
 
         ByteBuffer encode() {
             return MessageWriter.body().id(TRAFFIC_CLASSES, trafficClass).i64(instance.getMostSignificantBits())
-                    .i64(instance.getLeastSignificantBits()).fixed(nonce).fixed(session).bool(wantsAuth).finish();
+                    .i64(instance.getLeastSignificantBits()).fixed(nonce).fixed(session).bool(wantsAuth)
+                    .bytes("credential", credential, SessionAuthenticator.MAX_CREDENTIAL_BYTES).finish();
         }
 
         static Hello decode(ByteBuffer payload) throws MalformedMessageException {
             MessageReader<Void> r = MessageReader.body("control HELLO", payload);
             Hello hello = new Hello(r.id("class", TRAFFIC_CLASSES), new UUID(r.i64("instance"), r.i64("instance")),
-                    r.fixed("nonce", Auth.NONCE_BYTES), r.fixed("session", Auth.SESSION_BYTES), r.bool("wantsAuth"));
+                    r.fixed("nonce", Auth.NONCE_BYTES), r.fixed("session", Auth.SESSION_BYTES), r.bool("wantsAuth"),
+                    r.bytes("credential", SessionAuthenticator.MAX_CREDENTIAL_BYTES));
             r.end();
             return hello;
         }

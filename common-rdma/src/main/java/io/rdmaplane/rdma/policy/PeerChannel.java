@@ -246,7 +246,9 @@ final class PeerChannel {
                         + options.handshakeTimeout().toMillis() + " ms (handshakeTimeout)"), options.handshakeTimeout().toNanos());
             }
             UUID instance = owner.client().instance(owner.address());
-            ByteBuffer hello = new Handshake.Hello(trafficClass, instance, nonce, sessionId, options.secret() != null).encode();
+            ClientCredential credential = owner.credential();
+            byte[] named = credential != null && trafficClass == TrafficClass.CONTROL ? credential.credential() : new byte[0];
+            ByteBuffer hello = new Handshake.Hello(trafficClass, instance, nonce, sessionId, credential != null, named).encode();
             opened.send(new ControlFrame(Type.HELLO, 0, hello).encode());
         });
     }
@@ -298,6 +300,7 @@ final class PeerChannel {
                     reason = "(a malformed reason: " + e.getMessage() + ")";
                 }
                 metrics.authFailure();
+                owner.authenticationRefused();
                 fail(gen, "the server refused the handshake: " + reason);
             }
             default -> owner.onFrame(frame);
@@ -305,7 +308,8 @@ final class PeerChannel {
     }
 
     private void onChallenge(int gen, Channel ch, ByteBuffer payload) {
-        byte[] secret = options.secret();
+        ClientCredential credential = owner.credential();
+        byte[] secret = credential == null ? null : credential.key();
         byte[] nonce;
         byte[] sessionId;
         synchronized (this) {
@@ -314,6 +318,7 @@ final class PeerChannel {
         }
         if (secret == null) {
             metrics.authFailure();
+            owner.authenticationRefused();
             fail(gen, "the server asked for authentication but no secret is configured");
             return;
         }
@@ -322,13 +327,15 @@ final class PeerChannel {
             challenge = Handshake.Challenge.decode(payload);
         } catch (MalformedMessageException e) {
             metrics.authFailure();
+            owner.authenticationRefused();
             fail(gen, "the server asked for authentication with a malformed challenge: " + e.getMessage());
             return;
         }
         byte[] key = trafficClass == TrafficClass.DATA ? Auth.sessionKey(secret, sessionId) : secret;
         if (!Auth.matches(Auth.serverProof(key, nonce, challenge.nonce()), challenge.mac())) {
             metrics.authFailure();
-            fail(gen, "the server failed to prove it knows the shared secret");
+            owner.authenticationRefused();
+            fail(gen, "the server failed to prove it knows the shared secret (or the credential's key)");
             return;
         }
         ch.send(new ControlFrame(Type.PROOF, 0, new Handshake.Proof(Auth.clientProof(key, nonce, challenge.nonce())).encode())

@@ -32,12 +32,17 @@ public final class PeerConnection implements AutoCloseable {
     private final AtomicBoolean firstBlockClaimed = new AtomicBoolean();
     private final AtomicBoolean askingLiveness = new AtomicBoolean();
     private volatile boolean failed;
+    private volatile boolean authenticationRefused;
     /** The control channel's session (the id its READY carried): a new one while it reconnects, failed once it gives up. */
     private CompletableFuture<byte[]> session = new CompletableFuture<>(); // guarded by this
 
-    PeerConnection(PolicyClient client, InetSocketAddress address) {
+    /** What the control channel authenticates with; null: nothing (the server must not ask). */
+    private final ClientCredential credential;
+
+    PeerConnection(PolicyClient client, InetSocketAddress address, ClientCredential credential) {
         this.client = client;
         this.address = address;
+        this.credential = credential;
         this.options = client.options().forPeer(address);
         this.control = new PeerChannel(this, TrafficClass.CONTROL, options.controlQueueDepth());
         this.data = new PeerChannel(this, TrafficClass.DATA, options.dataQueueDepth());
@@ -50,6 +55,23 @@ public final class PeerConnection implements AutoCloseable {
 
     public InetSocketAddress address() {
         return address;
+    }
+
+    ClientCredential credential() {
+        return credential;
+    }
+
+    /** The handshake failed on authentication (the server refused it, or it failed to prove the key). */
+    void authenticationRefused() {
+        authenticationRefused = true;
+    }
+
+    /**
+     * True once a handshake with the peer failed on authentication (a refused credential or secret):
+     * the peer is there, it does not take this connection's credential.
+     */
+    public boolean isAuthenticationRefused() {
+        return authenticationRefused;
     }
 
     public ChannelState state(TrafficClass trafficClass) {

@@ -107,7 +107,7 @@ public final class PolicyClient implements AutoCloseable {
         if (existing != null) {
             return existing;
         }
-        PeerConnection created = new PeerConnection(this, peer);
+        PeerConnection created = new PeerConnection(this, peer, ClientCredential.of(options.secret()));
         PeerConnection raced = peers.putIfAbsent(peer, created);
         if (raced != null) {
             return raced;
@@ -121,7 +121,21 @@ public final class PolicyClient implements AutoCloseable {
      * and tests that need many independent connections to one server. The caller closes it.
      */
     public PeerConnection dedicated(InetSocketAddress peer) {
-        PeerConnection created = new PeerConnection(this, peer);
+        return openDedicated(peer, ClientCredential.of(options.secret()));
+    }
+
+    /**
+     * A connection of its own to {@code peer} that authenticates with {@code credential} (a server with
+     * a {@link SessionAuthenticator}, e.g. a DataNode taking a block token), not the configured secret.
+     * The caller closes it.
+     */
+    public PeerConnection dedicated(InetSocketAddress peer, ClientCredential credential) {
+        return openDedicated(peer, java.util.Objects.requireNonNull(credential, "credential"));
+    }
+
+    /** {@code credential} null: the connection authenticates with nothing. */
+    private PeerConnection openDedicated(InetSocketAddress peer, ClientCredential credential) {
+        PeerConnection created = new PeerConnection(this, peer, credential);
         dedicated.add(created);
         created.start();
         return created;

@@ -14,6 +14,7 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.nio.ByteBuffer;
+import java.security.GeneralSecurityException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -31,7 +32,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The serving side of the policy layer: accepts channels on a node, authenticates them when a
- * secret is configured, says READY only once {@link #markReady()} says the regions are
+ * secret is configured (or through a {@link SessionAuthenticator}: a credential the client's HELLO
+ * names, such as an HDFS block token, whose key it proves; the session is then bound to what the
+ * credential grants, {@link PeerIdentity#binding}, and ends when it expires), says READY only once {@link #markReady()} says the regions are
  * registered, and answers control requests exactly once per request id (a re-sent request
  * gets the first answer again; the handler is not run twice). The provider serves READs, but
  * only on a data channel whose peer has completed the handshake, and only of the regions granted
@@ -69,10 +72,15 @@ public final class PolicyServer implements AutoCloseable {
      * Who sent a request: the peer process (stable across its reconnects), where from, and what
      * it may READ here: grant a region to it before answering with the region's descriptor.
      */
-    public record PeerIdentity(UUID instance, SocketAddress address, ReadGrants grants) {
+    public record PeerIdentity(UUID instance, SocketAddress address, ReadGrants grants, Object binding) {
         /** A peer with grants of its own that no server consults (for handlers tested alone). */
         public PeerIdentity(UUID instance, SocketAddress address) {
             this(instance, address, new ReadGrants());
+        }
+
+        /** A peer whose session is bound to nothing in particular (a shared secret, or none). */
+        public PeerIdentity(UUID instance, SocketAddress address, ReadGrants grants) {
+            this(instance, address, grants, null);
         }
 
         /** Lets this peer READ the region {@code rkey} on its data channels. */
@@ -100,6 +108,8 @@ public final class PolicyServer implements AutoCloseable {
     private final ServerLimits limits;
     private final PolicyMetrics metrics;
     private final RequestHandler handler;
+    /** Who may open a session, or null: the data plane is open. */
+    private final SessionAuthenticator authenticator;
     private final CompletableFuture<Void> ready = new CompletableFuture<>();
     /**
      * Answers kept per connected peer process, so a request re-sent (on a rebuilt channel too) is
@@ -129,13 +139,19 @@ public final class PolicyServer implements AutoCloseable {
         final byte[] id;
         final UUID instance;
         final Object host;
+        /** The key its control channel proved (null without authentication): its data channels prove one derived from it. */
+        final byte[] key;
+        /** What its credential grants ({@link SessionAuthenticator.SessionKey#binding}). */
+        final Object binding;
         private volatile boolean live = true;
         private final List<Session> data = new ArrayList<>(); // guarded by this
 
-        ControlSession(byte[] id, UUID instance, Object host) {
+        ControlSession(byte[] id, UUID instance, Object host, byte[] key, Object binding) {
             this.id = id;
             this.instance = instance;
             this.host = host;
+            this.key = key;
+            this.binding = binding;
         }
 
         /** Binds a data channel, unless the session has ended. */
@@ -174,8 +190,20 @@ public final class PolicyServer implements AutoCloseable {
         this(node, options, ServerLimits.defaults(), metrics, handler);
     }
 
+    /** A server that authenticates on the configured secret, if any. */
     public PolicyServer(Node node, PolicyOptions options, ServerLimits limits, PolicyMetrics metrics, RequestHandler handler) {
+        this(node, options, limits, metrics, options.secret() == null ? null : SessionAuthenticator.secret(options.secret()),
+                handler);
+    }
+
+    /**
+     * A server whose control sessions authenticate through {@code authenticator} (null: none, the data
+     * plane is open). The connect proofs of verbs are checked on the options' secret, if any.
+     */
+    public PolicyServer(Node node, PolicyOptions options, ServerLimits limits, PolicyMetrics metrics,
+                        SessionAuthenticator authenticator, RequestHandler handler) {
         this.node = node;
+        this.authenticator = authenticator;
         this.options = options;
         this.limits = limits;
         this.metrics = metrics;
@@ -192,7 +220,7 @@ public final class PolicyServer implements AutoCloseable {
 
     /** Starts accepting channels. Clients wait (up to their handshake timeout) until {@link #markReady()}. */
     public PolicyServer start() throws TransportException {
-        if (options.secret() == null && OPEN_DATA_PLANE_LOGGED.compareAndSet(false, true)) {
+        if (authenticator == null && OPEN_DATA_PLANE_LOGGED.compareAndSet(false, true)) {
             LOG.warn("no secret is configured: the RDMA data plane is open; any peer that completes the handshake may ask"
                     + " for regions and READ what it is granted (on verbs: any peer that connects a data channel in a live"
                     + " control session may READ a region whose rkey it knows); set spark.authenticate or the policy secret"
@@ -351,8 +379,13 @@ public final class PolicyServer implements AutoCloseable {
         private volatile boolean authenticated;
         private volatile ReadGrants grants;
         private volatile boolean readySent;
-        /** The key of its challenge-response: the secret (control), its session's key (data). */
+        /** The key of its challenge-response: the credential's (control), its session's key (data). */
         private byte[] key;
+        /** What a control channel's credential grants (see {@link SessionAuthenticator.SessionKey}). */
+        private Object binding;
+        private long expiresAtMillis = Long.MAX_VALUE;
+        /** Ends a control session when its credential expires. */
+        private java.util.concurrent.ScheduledFuture<?> expiry;
         /** A control channel's session, once authenticated. */
         private ControlSession started;
         /** The session a data channel belongs to, from its HELLO on. */
@@ -420,16 +453,33 @@ public final class PolicyServer implements AutoCloseable {
             trafficClass = hello.trafficClass();
             clientNonce = hello.nonce();
             boolean wantsAuth = hello.wantsAuth();
-            if (options.secret() != null && !wantsAuth) {
+            if (authenticator != null && !wantsAuth) {
                 reject("authentication is required (a secret is configured here, not on the client)");
-            } else if (options.secret() == null && wantsAuth) {
+            } else if (authenticator == null && wantsAuth) {
                 reject("the client wants authentication but no secret is configured here");
             } else if (trafficClass == TrafficClass.DATA && !bind(hello.session())) {
                 unbound();
-            } else if (options.secret() == null) {
+            } else if (authenticator == null) {
                 authenticated();
             } else {
-                key = trafficClass == TrafficClass.DATA ? Auth.sessionKey(options.secret(), hello.session()) : options.secret();
+                if (trafficClass == TrafficClass.DATA) {
+                    key = Auth.sessionKey(boundTo.key, hello.session());
+                } else {
+                    SessionAuthenticator.SessionKey granted;
+                    try {
+                        granted = authenticator.authenticate(hello.credential());
+                    } catch (GeneralSecurityException | RuntimeException e) {
+                        reject("authentication failed: the credential is refused (" + e.getMessage() + ")");
+                        return;
+                    }
+                    if (granted.expiresAtMillis() <= System.currentTimeMillis()) {
+                        reject("authentication failed: the credential has expired");
+                        return;
+                    }
+                    key = granted.key();
+                    binding = granted.binding();
+                    expiresAtMillis = granted.expiresAtMillis();
+                }
                 serverNonce = Auth.nonce();
                 ByteBuffer challenge = new Handshake.Challenge(serverNonce, Auth.serverProof(key, clientNonce, serverNonce))
                         .encode();
@@ -480,10 +530,16 @@ public final class PolicyServer implements AutoCloseable {
             channelsPerPeer.computeIfAbsent(instance, i -> new AtomicInteger()).incrementAndGet();
             ByteBuffer readyPayload = null;
             if (trafficClass == TrafficClass.CONTROL) {
-                ControlSession session = new ControlSession(Auth.nonce(), instance, addressOf(channel));
+                ControlSession session = new ControlSession(Auth.nonce(), instance, addressOf(channel), key, binding);
                 started = session;
                 sessions.put(java.util.HexFormat.of().formatHex(session.id), session);
                 readyPayload = new Handshake.Ready(session.id).encode();
+                if (expiresAtMillis != Long.MAX_VALUE) { // the session ends with its credential, its data channels with it
+                    expiry = timer.schedule(() -> {
+                        LOG.debug("closing the control channel from {}: its credential expired", channel.remoteAddress());
+                        channel.close();
+                    }, Math.max(0, expiresAtMillis - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+                }
             }
             ByteBuffer payload = readyPayload;
             // A data channel gets the peer's keys bound to it (memory windows on verbs) before READY.
@@ -532,7 +588,9 @@ public final class PolicyServer implements AutoCloseable {
 
         private ControlFrame run(ControlFrame request) {
             try {
-                ByteBuffer response = handler.handle(new PeerIdentity(instance, channel.remoteAddress(), grants),
+                ControlSession session = started;
+                Object bound = session != null ? session.binding : boundTo != null ? boundTo.binding : null;
+                ByteBuffer response = handler.handle(new PeerIdentity(instance, channel.remoteAddress(), grants, bound),
                         request.payload());
                 return new ControlFrame(Type.RESPONSE, request.requestId(), response);
             } catch (Exception e) {
@@ -600,6 +658,10 @@ public final class PolicyServer implements AutoCloseable {
         @Override
         public void onClosed(Channel ch, TransportException cause) {
             noLongerPending();
+            java.util.concurrent.ScheduledFuture<?> ends = expiry;
+            if (ends != null) {
+                ends.cancel(false);
+            }
             if (authenticated && trafficClass == TrafficClass.DATA) {
                 grants.detach(channel); // the keys bound to this channel's QP go with it
             }

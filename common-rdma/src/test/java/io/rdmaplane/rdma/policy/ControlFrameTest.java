@@ -68,10 +68,15 @@ class ControlFrameTest {
 
         ByteBuffer hello = new Handshake.Hello(TrafficClass.DATA, instance, nonce, false).encode();
         assertMalformed("class: unknown traffic class id 0", () -> Handshake.Hello.decode(with(hello, 0, (byte) 0)));
-        assertMalformed("wantsAuth: expected 0 or 1, was 7", () -> Handshake.Hello.decode(with(hello, hello.limit() - 1, (byte) 7)));
+        assertMalformed("wantsAuth: expected 0 or 1, was 7", () -> Handshake.Hello.decode(with(hello, hello.limit() - 1 - Integer.BYTES, (byte) 7)));
         assertMalformed("nonce: needs 16 bytes", () -> Handshake.Hello.decode(hello.duplicate().limit(20)));
         assertMalformed("trailing: 1 bytes after the control HELLO message",
                 () -> Handshake.Hello.decode(ByteBuffer.allocate(hello.limit() + 1).put(hello.duplicate()).put((byte) 0).flip()));
+        byte[] credential = {9, 8, 7};
+        assertArrayEquals(credential, Handshake.Hello.decode(new Handshake.Hello(TrafficClass.CONTROL, instance, nonce,
+                Handshake.NO_SESSION, true, credential).encode()).credential(), "the credential round-trips");
+        ByteBuffer huge = with(hello, hello.limit() - 2, (byte) 0x7f); // announces 32 KiB of credential
+        assertMalformed("credential: ", () -> Handshake.Hello.decode(huge));
         assertMalformed("mac: needs 32 bytes", () -> Handshake.Challenge.decode(ByteBuffer.wrap(nonce)));
         assertMalformed("mac: needs 32 bytes", () -> Handshake.Proof.decode(ByteBuffer.wrap(nonce)));
     }
@@ -81,11 +86,12 @@ class ControlFrameTest {
         ByteBuffer good = new ControlFrame(Type.REQUEST, 9, ByteBuffer.wrap(new byte[] {5})).encode();
         assertMalformed("crc32c: mismatch", () -> ControlFrame.decode(with(good, 5, (byte) 0x55)));
         assertMalformed("crc32c: a control message has at least", () -> ControlFrame.decode(ByteBuffer.allocate(3)));
-        assertMalformed("requestId: needs 8 bytes", () -> ControlFrame.decode(checksummed(new byte[] {2, 0x06, 0, 0})));
-        assertMalformed("type: unknown control message id 0", () -> ControlFrame.decode(checksummed(new byte[] {2, 0, 0, 0, 0, 0, 0, 0, 0, 0})));
+        assertMalformed("requestId: needs 8 bytes", () -> ControlFrame.decode(checksummed(new byte[] {(byte) ControlFrame.VERSION, 0x06, 0, 0})));
+        assertMalformed("type: unknown control message id 0", () -> ControlFrame.decode(checksummed(new byte[] {(byte) ControlFrame.VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0})));
         UnsupportedVersionException e = assertThrows(UnsupportedVersionException.class,
-                () -> ControlFrame.decode(checksummed(new byte[] {3, 0x01, 0, 0, 0, 0, 0, 0, 0, 0})));
-        assertEquals("version: unsupported control version 3, this build speaks 2", e.getMessage());
+                () -> ControlFrame.decode(checksummed(new byte[] {(byte) (ControlFrame.VERSION + 1), 0x01, 0, 0, 0, 0, 0, 0, 0, 0})));
+        assertEquals("version: unsupported control version " + (ControlFrame.VERSION + 1) + ", this build speaks "
+                + ControlFrame.VERSION, e.getMessage());
     }
 
     @Test
@@ -135,9 +141,10 @@ class ControlFrameTest {
                     new Handshake.Hello(TrafficClass.CONTROL, UUID.randomUUID(), Auth.nonce(), false).encode()).encode();
             byte[] bytes = new byte[hello.remaining()];
             hello.get(bytes);
-            bytes[0] = 3;
+            bytes[0] = (byte) (ControlFrame.VERSION + 1);
             foreign.send(checksummed(java.util.Arrays.copyOf(bytes, bytes.length - 4)));
-            assertEquals("version: unsupported control version 3, this build speaks 2", rejected.get(30, TimeUnit.SECONDS));
+            assertEquals("version: unsupported control version " + (ControlFrame.VERSION + 1) + ", this build speaks "
+                    + ControlFrame.VERSION, rejected.get(30, TimeUnit.SECONDS));
             closed.get(30, TimeUnit.SECONDS);
             assertEquals(7, f.peer().request(ByteBuffer.wrap(new byte[] {7})).get(30, TimeUnit.SECONDS).get(0),
                     "the server goes on serving everyone else");

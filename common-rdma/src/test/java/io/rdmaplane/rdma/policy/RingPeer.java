@@ -4,6 +4,7 @@ import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
 import java.io.BufferedReader;
 import java.io.DataInputStream;
@@ -39,10 +40,11 @@ import java.util.zip.CRC32C;
  * (run.sh --hosts N): the policy layer over the verbs provider, with a plain TCP path beside it
  * standing for the Netty/TCP fallback. Its stdout is its report, one line per fact.
  * <ul>
- * <li>{@code serve BIND BLOCKS SIZE SEED}: a verbs node and a policy server on BIND expose BLOCKS
- * blocks of SIZE bytes of {@code Random(SEED)}; a request answers with their descriptors (granted to
- * the asking peer); a TCP socket on BIND serves any block by its index (the fallback path). Prints
- * {@code READY <rdma port> <tcp port>} and serves until stdin closes.
+ * <li>{@code serve BIND BLOCKS SIZE SEED [RDMA_PORT TCP_PORT PAD]}: a verbs node and a policy server on BIND
+ * expose BLOCKS blocks of SIZE bytes of {@code Random(SEED)}, starting PAD bytes into their registered memory;
+ * a request answers with their descriptors (granted to the asking peer); a TCP socket on BIND serves any
+ * block by its index (the fallback path). The ports are ephemeral unless given (a successor takes its
+ * predecessor's). Prints {@code READY <rdma port> <tcp port>} and serves until stdin closes.
  * <li>{@code read BIND PEER RDMA_PORT TCP_PORT BLOCKS SIZE SEED}: a policy client on BIND; each
  * stdin line {@code round NAME} READs every block once through the policy layer, and fetches over
  * TCP (retrying until it gets through) each block whose READ fell back; {@code round NAME COUNT} the
@@ -54,7 +56,9 @@ import java.util.zip.CRC32C;
  * bytes differ from the seed's), same (every byte of the landing region equals the seed's),
  * fallbacks, reconnects, reissued work and completion errors by status (the policy metrics' deltas),
  * the longest stall between two deliveries, and the threads (all, and the project's: named {@code rdma-*})
- * and file descriptors after the round; {@code settle FDS THREADS} waits (up to 60 s) until the open files and
+ * and file descriptors after the round; {@code probe NAME COUNT} READs the last round's first COUNT
+ * descriptors again, one at a time and without fallback, and prints {@code PROBE NAME blocks=N <outcome>=N ...}
+ * (see {@link #probe}); {@code settle FDS THREADS} waits (up to 60 s) until the open files and
  * the project's threads are back at those counts and prints {@code SETTLED fds=.. rdmaThreads=.. waitedMs=..}.
  * </ul>
  * Any failure prints {@code ERROR <message>} and exits 2.
@@ -69,7 +73,9 @@ public final class RingPeer {
     public static void main(String[] args) {
         try {
             switch (args[0]) {
-                case "serve" -> serve(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), Long.parseLong(args[4]));
+                case "serve" -> serve(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), Long.parseLong(args[4]),
+                        args.length > 5 ? Integer.parseInt(args[5]) : 0, args.length > 6 ? Integer.parseInt(args[6]) : 0,
+                        args.length > 7 ? Integer.parseInt(args[7]) : 0);
                 case "read" -> read(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]), Integer.parseInt(args[5]),
                         Integer.parseInt(args[6]), Long.parseLong(args[7]));
                 default -> throw new IllegalArgumentException("unknown mode '" + args[0] + "' (serve or read)");
@@ -92,8 +98,8 @@ public final class RingPeer {
                 .withTimeouts(Duration.ofSeconds(2), Duration.ofSeconds(20), Duration.ofSeconds(5)).withChecksumSampleRate(1.0);
     }
 
-    private static NodeOptions node(String bind) {
-        return new NodeOptions(new InetSocketAddress(bind, 0), 64 << 10, Duration.ofSeconds(10), 256);
+    private static NodeOptions node(String bind, int port) {
+        return new NodeOptions(new InetSocketAddress(bind, port), 64 << 10, Duration.ofSeconds(10), 256);
     }
 
     static byte[] content(long seed, int bytes) {
@@ -117,16 +123,19 @@ public final class RingPeer {
 
     // ---------------------------------------------------------------- serving
 
-    private static void serve(String bind, int blocks, int size, long seed) throws Exception {
+    private static void serve(String bind, int blocks, int size, long seed, int rdmaPort, int tcpPort, int pad) throws Exception {
         byte[] bytes = content(seed, blocks * size);
-        try (Node node = VerbsProvider.INSTANCE.createNode(node(bind));
-             ServerSocket fallback = new ServerSocket(0, 16, InetAddress.getByName(bind))) {
-            MemoryRegion region = node.register(ByteBuffer.allocateDirect(bytes.length).put(bytes).flip());
+        try (Node node = VerbsProvider.INSTANCE.createNode(node(bind, rdmaPort));
+             ServerSocket fallback = new ServerSocket(tcpPort, 16, InetAddress.getByName(bind))) {
+            // pad: the blocks start that far into the region, so a successor's layout is not its predecessor's
+            ByteBuffer memory = ByteBuffer.allocateDirect(pad + bytes.length).position(pad).put(bytes).flip();
+            MemoryRegion region = node.register(memory);
+            long first = region.address() + pad;
             PolicyServer server = new PolicyServer(node, policy(), new PolicyMetrics(), (peer, request) -> {
                 peer.grants().grant(region.rkey());
                 ByteBuffer table = ByteBuffer.allocate(4 + blocks * 20).putInt(blocks);
                 for (int i = 0; i < blocks; i++) {
-                    table.putLong(region.address() + (long) i * size).putInt(region.rkey()).putInt(size)
+                    table.putLong(first + (long) i * size).putInt(region.rkey()).putInt(size)
                             .putInt(crc(ByteBuffer.wrap(bytes, i * size, size)));
                 }
                 return table.flip();
@@ -185,7 +194,7 @@ public final class RingPeer {
             t.setDaemon(true);
             return t;
         });
-        try (Node node = VerbsProvider.INSTANCE.createNode(node(bind));
+        try (Node node = VerbsProvider.INSTANCE.createNode(node(bind, 0));
              PolicyClient client = new PolicyClient(node, policy(), metrics, new PolicyClient.Listener() {
                  @Override
                  public void stateChanged(InetSocketAddress p, TrafficClass trafficClass, ChannelState from, ChannelState to) {
@@ -206,6 +215,8 @@ public final class RingPeer {
                     boolean cached = words.length == 4 && words[3].equals("cached") && table[0] != null;
                     say(round(words[1], client, peer, tcp, landing, count, size, expected, metrics, transitions, fetchers,
                             cached ? table[0] : null, table));
+                } else if (words.length == 3 && words[0].equals("probe") && table[0] != null) {
+                    say(probe(words[1], client, peer, landing, Math.min(blocks, Integer.parseInt(words[2])), size, table[0]));
                 } else if (words.length == 3 && words[0].equals("settle")) {
                     say(settle(Long.parseLong(words[1]), Long.parseLong(words[2])));
                 }
@@ -359,6 +370,59 @@ public final class RingPeer {
         moved.putIfAbsent("rdma.reconnects", 0L);
         moved.putIfAbsent("rdma.fallbacks", 0L);
         return moved;
+    }
+
+    /**
+     * READs the first {@code count} blocks of an earlier round's descriptors, one at a time and with no fallback,
+     * once the peer answers requests again (e.g. a successor at the same address and port), and reports how each
+     * ended: {@code ok} (delivered and intact), {@code checksum} (READ through but not the block's bytes), the
+     * transport status that refused it, {@code unavailable} (the peer's channel had failed) or {@code other}.
+     */
+    private static String probe(String name, PolicyClient client, InetSocketAddress peer, MemoryRegion landing, int count, int size,
+            List<RemoteBlock> stale) throws Exception {
+        long deadline = System.nanoTime() + ROUND_DEADLINE.toNanos();
+        while (true) { // the peer's control channel is up again: its answer itself is not used
+            try {
+                client.peer(peer).request(ByteBuffer.wrap("blocks".getBytes(StandardCharsets.US_ASCII))).get(60, TimeUnit.SECONDS);
+                break;
+            } catch (Exception e) {
+                if (System.nanoTime() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(500); // paces the retries while the peer comes back; not a synchronisation
+            }
+        }
+        Map<String, Integer> outcomes = new TreeMap<>();
+        List<String> details = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            String outcome;
+            try {
+                client.peer(peer).read(stale.get(i), landing, i * size).get(ROUND_DEADLINE.toSeconds(), TimeUnit.SECONDS);
+                outcome = "ok";
+            } catch (java.util.concurrent.ExecutionException e) {
+                outcome = outcome(e.getCause());
+                details.add(i + ":" + e.getCause());
+            }
+            outcomes.merge(outcome, 1, Integer::sum);
+        }
+        StringBuilder b = new StringBuilder("PROBE ").append(name).append(" blocks=").append(count);
+        outcomes.forEach((k, v) -> b.append(' ').append(k).append('=').append(v));
+        return b.append(" details=").append(String.join(" | ", details).replace(' ', '_')).toString();
+    }
+
+    private static String outcome(Throwable failure) {
+        if (failure instanceof PeerUnavailableException) {
+            return "unavailable";
+        }
+        if (failure instanceof BlockFetchException fetch && fetch.isChecksumMismatch()) {
+            return "checksum";
+        }
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof TransportException transport) {
+                return transport.status().name();
+            }
+        }
+        return "other";
     }
 
     /**

@@ -27,8 +27,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * in-flight verbs READs through the policy layer. host1 serves {@value #BLOCKS} blocks ({@link RingPeer}
  * serve: RDMA and a TCP fallback path), host2 reads them all once per round ({@link RingPeer} read);
  * the faults act on host1's link: its bridge port ({@code RDMA_VM_HOST1_PORT}) down and up, and
- * {@code tc netem} on both ends of it. Every round must deliver every block exactly once with the
- * seed's bytes; the report prints a table (recovery, reconnects, fallbacks, lost, duplicated).
+ * {@code tc netem} on both ends of it; host1's JVM stopped (SIGSTOP) and replaced (SIGKILL, then a new process
+ * at the same address and ports) under a reader holding its descriptors. Every round must deliver every block
+ * exactly once with the seed's bytes; the report prints a table (recovery, reconnects, fallbacks, lost, duplicated).
  * Skipped, saying so, without a cluster.
  */
 @ExtendWith(RdmaVmOnly.class)
@@ -43,6 +44,9 @@ class VerbsRingTest {
     private static VmHostJvm reader;
     /** The baseline round's report: the project's threads and the open files the reader returns to after each fault. */
     private static Map<String, String> baseline;
+    /** host1's ports, which a successor at the same address takes over. */
+    private static String rdmaPort;
+    private static String tcpPort;
     /** Where the current round's lines start in the reader's output. */
     private static int roundStart;
     private static final List<String> TABLE = new ArrayList<>();
@@ -53,12 +57,19 @@ class VerbsRingTest {
         String hosts = System.getenv("RDMA_VM_HOSTS");
         Skip.unless(hosts != null && Integer.parseInt(hosts) >= 2,
                 "needs the VM's cluster of at least 2 hosts (integration-tests/vm/run.sh --hosts 2), RDMA_VM_HOSTS is " + hosts);
-        server = VmHostJvm.start(1, RingPeer.class, WAIT, "serve", VmHostJvm.host(1, "ADDR"), String.valueOf(BLOCKS),
-                String.valueOf(SIZE), String.valueOf(SEED));
+        server = startServer("0", "0", 0);
         String[] ready = server.awaitLine("READY ").split(" ");
-        reader = VmHostJvm.start(2, RingPeer.class, WAIT, "read", VmHostJvm.host(2, "ADDR"), VmHostJvm.host(1, "ADDR"), ready[1], ready[2],
+        rdmaPort = ready[1];
+        tcpPort = ready[2];
+        reader = VmHostJvm.start(2, RingPeer.class, WAIT, "read", VmHostJvm.host(2, "ADDR"), VmHostJvm.host(1, "ADDR"), rdmaPort, tcpPort,
                 String.valueOf(BLOCKS), String.valueOf(SIZE), String.valueOf(SEED));
         reader.awaitLine("READY");
+    }
+
+    /** host1's serving JVM: ports "0" for ephemeral ones; its blocks start {@code pad} bytes into its registered memory. */
+    private static VmHostJvm startServer(String rdma, String tcp, int pad) throws IOException {
+        return VmHostJvm.start(1, RingPeer.class, WAIT, "serve", VmHostJvm.host(1, "ADDR"), String.valueOf(BLOCKS), String.valueOf(SIZE),
+                String.valueOf(SEED), rdma, tcp, String.valueOf(pad));
     }
 
     @AfterAll
@@ -67,6 +78,7 @@ class VerbsRingTest {
             return; // skipped: nothing started, no link touched
         }
         try {
+            shQuiet("ip", "link", "set", VmHostJvm.host(2, "PORT"), "up");
             linkUp();
         } catch (RuntimeException e) {
             System.out.println("vm ring: could not restore host1's link: " + e.getMessage());
@@ -155,6 +167,42 @@ class VerbsRingTest {
 
     @Test
     @Order(5)
+    void everyLinkDown1sAtOnce() throws Exception {
+        // A switch flap: both hosts' bridge ports go down together and come back after 1 s.
+        round("every link down 1 s", BLOCKS, () -> {
+            sh("ip", "link", "set", VmHostJvm.host(1, "PORT"), "down");
+            sh("ip", "link", "set", VmHostJvm.host(2, "PORT"), "down");
+            try {
+                TimeUnit.SECONDS.sleep(1); // the fault's length, not a synchronisation
+            } finally {
+                try {
+                    sh("ip", "link", "set", VmHostJvm.host(2, "PORT"), "up");
+                } finally {
+                    linkUp();
+                }
+            }
+        });
+        assertBackToBaseline("every link down 1 s");
+    }
+
+    @Test
+    @Order(6)
+    void serverStopped3sUnderInFlightReads() throws Exception {
+        // SIGSTOP freezes the serving JVM, not the kernel's rxe: what the device answers (READs of granted memory)
+        // may go on; what needs the process (control answers) waits for SIGCONT. Either way nothing is lost.
+        round("server stopped 3 s", BLOCKS, () -> {
+            server.signal("STOP");
+            try {
+                TimeUnit.SECONDS.sleep(3); // the fault's length, not a synchronisation
+            } finally {
+                server.signal("CONT");
+            }
+        });
+        assertBackToBaseline("server stopped 3 s");
+    }
+
+    @Test
+    @Order(7)
     void netemLossDelayReorderingOnOneLink() throws Exception {
         // Both ends of host1's link: its bridge port (towards host1) and host1's veth (from host1).
         String port = VmHostJvm.host(1, "PORT");
@@ -171,6 +219,28 @@ class VerbsRingTest {
             shQuiet(("ip netns exec " + ns + " tc qdisc del dev " + dev + " root").split(" "));
         }
         assertBackToBaseline("netem");
+    }
+
+    @Test
+    @Order(8)
+    void aServerReplacedAtTheSameAddressAndPortRefusesItsPredecessorsDescriptors() throws Exception {
+        // A reducer holding a dead executor's descriptors meets a new process at the same address and port with
+        // the same blocks laid out elsewhere: each stale READ must be refused by the device (no QP of the successor
+        // holds those keys), never answered with whatever the successor's memory holds there.
+        int probed = 4;
+        int from = reader.lines.size();
+        reader.send("round before-replacement " + probed); // the descriptors the probe reuses
+        reader.awaitLine("ROUND before-replacement ", from);
+        server.kill();
+        server = startServer(rdmaPort, tcpPort, 4096);
+        server.awaitLine("READY ");
+        from = reader.lines.size();
+        reader.send("probe stale " + probed);
+        Map<String, String> p = parse(reader.awaitLine("PROBE stale ", from));
+        System.out.println("vm ring: the predecessor's descriptors at its successor: " + p);
+        assertEquals(String.valueOf(probed), p.get("REMOTE_ACCESS_ERROR"), () -> "every stale READ is refused by the device: " + p);
+        round("after the replacement", BLOCKS, () -> { });
+        assertBackToBaseline("after the replacement");
     }
 
     interface Fault {

@@ -104,6 +104,23 @@ public final class VmHostJvm implements AutoCloseable {
         stdin.flush();
     }
 
+    /** Sends {@code signal} (e.g. STOP, CONT) to the JVM: {@code ip netns exec} execs it, so the process is the JVM. */
+    public void signal(String signal) throws IOException, InterruptedException {
+        Process kill = new ProcessBuilder("kill", "-" + signal, String.valueOf(process.pid())).redirectErrorStream(true).start();
+        if (!kill.waitFor(30, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+            throw new IOException("kill -" + signal + " " + process.pid() + " failed: "
+                    + new String(kill.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim());
+        }
+    }
+
+    /** Kills the JVM with SIGKILL (nothing of it runs again: its QPs and memory go with the process) and waits for its end. */
+    public void kill() throws InterruptedException {
+        process.destroyForcibly();
+        if (!process.waitFor(wait.toSeconds(), TimeUnit.SECONDS)) {
+            throw new AssertionError(name + " still runs " + wait.toSeconds() + " s after SIGKILL");
+        }
+    }
+
     public int exitCode() throws InterruptedException {
         Polling.waitUntil(() -> !process.isAlive(), wait, () -> name + " to finish: " + describe());
         return process.exitValue();

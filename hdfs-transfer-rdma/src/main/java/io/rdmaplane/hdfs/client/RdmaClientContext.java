@@ -5,15 +5,21 @@ import io.rdmaplane.hdfs.HdfsRdmaConfig;
 import io.rdmaplane.rdma.config.Conf;
 import io.rdmaplane.rdma.config.PolicyKeys;
 import io.rdmaplane.rdma.config.TransportKeys;
+import io.rdmaplane.hdfs.BlockTokens;
 import io.rdmaplane.rdma.memory.RegisteredMemoryPool;
+import io.rdmaplane.rdma.policy.ClientCredential;
+import io.rdmaplane.rdma.policy.PeerConnection;
 import io.rdmaplane.rdma.policy.PolicyClient;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
 import java.io.IOException;
+import java.net.InetSocketAddress;
 import java.net.URI;
 import java.util.Collections;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.WeakHashMap;
 import java.util.concurrent.ConcurrentHashMap;
@@ -23,6 +29,8 @@ import org.apache.hadoop.hdfs.DFSClient;
 import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
 import org.apache.hadoop.hdfs.protocol.LocatedBlock;
 import org.apache.hadoop.hdfs.protocol.LocatedBlocks;
+import org.apache.hadoop.hdfs.security.token.block.BlockTokenIdentifier;
+import org.apache.hadoop.security.token.Token;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -58,6 +66,23 @@ final class RdmaClientContext {
 
     private record Located(LocatedBlocks blocks, long fetchedNanos) {
     }
+
+    /** Token sessions kept for reuse (a pread opens a reader per call); the least recently used beyond it are closed. */
+    static final int TOKEN_SESSIONS_KEPT = 256;
+    /**
+     * Connections of their own per (DataNode service, block token): a DataNode with block tokens on binds
+     * a session to the token it was opened with, so each block's reads go through a session of its token.
+     */
+    private final Map<String, PeerConnection> tokenSessions = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, PeerConnection> eldest) {
+            if (size() > TOKEN_SESSIONS_KEPT) {
+                eldest.getValue().close(); // a reader still using it falls back to TCP
+                return true;
+            }
+            return false;
+        }
+    };
 
     private RdmaClientContext(Conf c) throws Exception {
         NodeOptions options = TransportKeys.nodeOptions(c, "0.0.0.0");
@@ -124,6 +149,38 @@ final class RdmaClientContext {
 
     static MetricRegistry registry() {
         return METRICS.registry();
+    }
+
+    /**
+     * The connection to read a block from the DataNode service at {@code service} with {@code token}
+     * (Hadoop {@code Token.write} bytes): with a token that carries a password (block tokens on), a
+     * session of that token's own, proving its password; without one, the JVM's shared connection.
+     *
+     * @throws IOException when the token bytes are malformed (the read goes over TCP)
+     */
+    PeerConnection connection(InetSocketAddress service, byte[] token) throws IOException {
+        if (token.length == 0) {
+            return policy.peer(service);
+        }
+        Token<BlockTokenIdentifier> parsed = BlockTokens.decode(token);
+        if (!BlockTokens.hasPassword(parsed)) {
+            return policy.peer(service);
+        }
+        // the password too: a token with the same identifier and another password is another credential
+        String key = service + "/" + HexFormat.of().formatHex(parsed.getIdentifier()) + "/"
+                + HexFormat.of().formatHex(parsed.getPassword());
+        synchronized (tokenSessions) {
+            PeerConnection existing = tokenSessions.get(key);
+            if (existing != null && !existing.isFailed()) {
+                return existing;
+            }
+            if (existing != null) {
+                existing.close();
+            }
+            PeerConnection created = policy.dedicated(service, new ClientCredential(parsed.getIdentifier(), parsed.getPassword()));
+            tokenSessions.put(key, created);
+            return created;
+        }
     }
 
     /** A DFSClient for {@code nameNode} that never uses a replica accessor: no recursion into us. */

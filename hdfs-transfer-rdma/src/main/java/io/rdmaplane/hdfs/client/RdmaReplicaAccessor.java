@@ -268,6 +268,13 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
                         block.getBlock().getGenerationStamp(), dataNode, negativeNanos);
                 throw new Fallback(refused.status.name(), refused.getMessage(), null);
             }
+            if (cause instanceof io.rdmaplane.rdma.policy.PeerUnavailableException && peer.isAuthenticationRefused()) {
+                // the DataNode (or this client, checking the DataNode's proof) refused the session of this block's token
+                ctx.refuse(block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(),
+                        block.getBlock().getGenerationStamp(), dataNode, negativeNanos);
+                throw new Fallback(Status.TOKEN_REFUSED.name(), "the DataNode's session refused the block token: "
+                        + cause.getMessage(), null);
+            }
             if (cause instanceof io.rdmaplane.rdma.policy.BlockFetchException failed && failed.isChecksumMismatch()) {
                 // READ twice and twice not the CRC32C the DataNode derived from the replica's stored chunk sums:
                 // the replica's bytes are bad (a link that flips bits twice in a row is far less likely)

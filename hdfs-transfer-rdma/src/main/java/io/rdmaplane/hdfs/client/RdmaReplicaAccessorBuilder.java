@@ -174,7 +174,7 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
             if (port <= 0) {
                 continue;
             }
-            PeerConnection peer = ctx.policy.peer(new InetSocketAddress(dn.getIpAddr(), port));
+            PeerConnection peer = ctx.connection(new InetSocketAddress(dn.getIpAddr(), port), token);
             if (peer.isFailed()) {
                 continue;
             }

@@ -3,6 +3,7 @@ package io.rdmaplane.hdfs.datanode;
 import io.rdmaplane.hdfs.BlockProtocol.Request;
 import io.rdmaplane.hdfs.BlockProtocol.Response;
 import io.rdmaplane.hdfs.BlockProtocol.Status;
+import io.rdmaplane.hdfs.BlockTokens;
 import io.rdmaplane.rdma.policy.PolicyServer.PeerIdentity;
 import io.rdmaplane.rdma.provider.Node;
 import java.io.ByteArrayInputStream;
@@ -27,7 +28,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Answers block requests on a DataNode: checks the block access token, finds the finalized
+ * Answers block requests on a DataNode: checks the block access token (the request's, and that the
+ * client's session was opened with a token of the same block: {@link BlockTokenAuthenticator}), finds the finalized
  * replica through the dataset interface, checks its generation stamp and length, and hands out
  * a chunk-aligned range of the replica's registered mapping with its CRC32C and stored chunk
  * checksums. Public DataNode APIs only.
@@ -84,9 +86,14 @@ final class BlockService implements AutoCloseable {
         long grantUntil = Long.MAX_VALUE; // without tokens, for as long as the region lives
         if (tokens != null) {
             try {
+                if (!(peer.binding() instanceof BlockTokenIdentifier session) || !session.getBlockPoolId().equals(request.poolId())
+                        || session.getBlockId() != request.blockId()) {
+                    throw new IOException("the client's session was not opened with a token of this block");
+                }
                 Token<BlockTokenIdentifier> token = BlockTokens.decode(request.token()); // lengths bounded before allocation
                 tokens.checkAccess(token, null, block, BlockTokenIdentifier.AccessMode.READ);
-                grantUntil = expiry(token); // the descriptor READs nothing once its token has expired
+                // the descriptor READs nothing once its token, or its session's, has expired
+                grantUntil = Math.min(expiry(token), session.getExpiryDate());
             } catch (IOException | RuntimeException e) {
                 tokenRefused.incrementAndGet();
                 LOG.warn("RDMA block service: refused the block access token from {} for block {}: {}", peer.address(),

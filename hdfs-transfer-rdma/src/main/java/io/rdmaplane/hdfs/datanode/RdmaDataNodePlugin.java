@@ -113,8 +113,12 @@ public final class RdmaDataNodePlugin implements ServicePlugin, Configurable, Rd
             };
             this.service = new BlockService(view, node, c.get(HdfsRdmaConfig.DN_REGISTERED_CAP),
                     c.get(HdfsRdmaConfig.DN_LEASE).toNanos());
+            // With block tokens, a client opens its session with a block token of the block it reads, proving the
+            // token's password; without them, no proof is asked for and the server logs that its data plane is open.
+            BlockTokenAuthenticator authenticator = tokens
+                    ? new BlockTokenAuthenticator(dn.getBlockPoolTokenSecretManager(), this.service.tokenRefused) : null;
             server = new PolicyServer(node, PolicyKeys.policyOptions(c, null), PolicyKeys.serverLimits(c), metrics,
-                    this.service::handle).start();
+                    authenticator, this.service::handle).start();
             server.markReady(); // regions are registered per request, before their descriptor leaves
             long idle = c.get(HdfsRdmaConfig.DN_IDLE_RELEASE).toNanos();
             sweeper = new ScheduledThreadPoolExecutor(1, r -> {

@@ -98,8 +98,29 @@ class BlockServiceTest {
         return request(blockId, GS, offset, length, 1 << 20, checksums, new byte[0]);
     }
 
+    /** The issuer of block tokens once {@link #enableTokens} has turned them on. */
+    private BlockTokenSecretManager issuer;
+
+    /**
+     * Asks as {@code PEER}; with tokens on, from a session opened with a READ token of the asked block (as
+     * {@link BlockTokenAuthenticator} binds it), so that only the request's own token is in question.
+     */
     private Response ask(Request request) {
-        return Response.decode(service.handle(PEER, request.encode()));
+        PeerIdentity peer;
+        try {
+            peer = issuer == null ? PEER : boundTo(PEER, issuer, request.blockId());
+        } catch (Exception e) {
+            throw new AssertionError("cannot make the session's token", e);
+        }
+        return Response.decode(service.handle(peer, request.encode()));
+    }
+
+    /** {@code peer} in a session opened with a READ token of {@code blockId}. */
+    private static PeerIdentity boundTo(PeerIdentity peer, BlockTokenSecretManager issuer, long blockId) throws Exception {
+        byte[] token = token(issuer, blockId, BlockTokenIdentifier.AccessMode.READ);
+        BlockTokenIdentifier session = io.rdmaplane.hdfs.BlockTokens.identifier(io.rdmaplane.hdfs.BlockTokens.decode(token)
+                .getIdentifier());
+        return new PeerIdentity(peer.instance(), peer.address(), peer.grants(), session);
     }
 
     /** The served range's bytes, READ from the service's node with the answer's address and rkey. */
@@ -327,6 +348,7 @@ class BlockServiceTest {
         BlockPoolTokenSecretManager checks = new BlockPoolTokenSecretManager();
         checks.addBlockPool(POOL, nameNode);
         dataNode.tokens = checks;
+        issuer = nameNode;
         return nameNode;
     }
 
@@ -355,7 +377,7 @@ class BlockServiceTest {
     void aDescriptorGrantedForATokenReadsNothingOnceTheTokenHasExpired() throws Exception {
         BlockTokenSecretManager issuer = enableTokens(TimeUnit.SECONDS.toMillis(2));
         dataNode.add(17, GS, FakeDataNode.bytes(LENGTH, 17));
-        PeerIdentity peer = new PeerIdentity(UUID.randomUUID(), new InetSocketAddress("127.0.0.1", 4243));
+        PeerIdentity peer = boundTo(new PeerIdentity(UUID.randomUUID(), new InetSocketAddress("127.0.0.1", 4243)), issuer, 17);
         Response response = Response.decode(service.handle(peer,
                 request(17, GS, 0, 100, 1 << 20, false, token(issuer, 17, BlockTokenIdentifier.AccessMode.READ)).encode()));
         assertEquals(Status.OK, response.status(), response.message());
@@ -389,6 +411,25 @@ class BlockServiceTest {
         assertEquals(registrations, server.registrationCount());
         assertEquals(5, service.tokenRefused.get());
         assertEquals(5, service.refused.get());
+    }
+
+    /** The DataNode's session proof: a valid token of one block opens no descriptor of another, nor does no session. */
+    @Test
+    void withTokensEnabledASessionOpenedWithAnotherBlocksTokenOrWithNoneIsServedNothing() throws Exception {
+        BlockTokenSecretManager issuer = enableTokens();
+        dataNode.add(15, GS, FakeDataNode.bytes(LENGTH, 15));
+        byte[] valid = token(issuer, 15, BlockTokenIdentifier.AccessMode.READ);
+        PeerIdentity[] sessions = {
+            boundTo(PEER, issuer, 16), // a session of block 16's token asks for block 15 with block 15's token
+            PEER, // a session bound to no token
+        };
+        for (PeerIdentity session : sessions) {
+            Response refused = Response.decode(service.handle(session, request(15, GS, 0, 100, 1 << 20, false, valid).encode()));
+            assertEquals(Status.TOKEN_REFUSED, refused.status());
+            assertEquals(0, session.grants().size(), "nothing granted");
+        }
+        assertEquals(2, service.tokenRefused.get());
+        assertEquals(Status.OK, ask(request(15, GS, 0, 100, 1 << 20, false, valid)).status(), "its own token's session is served");
     }
 
     /** A token whose identifier (legacy layout) is {@code prefix}: what Hadoop's readers would allocate for. */

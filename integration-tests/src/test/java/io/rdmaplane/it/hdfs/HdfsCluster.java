@@ -22,17 +22,17 @@ import org.apache.hadoop.hdfs.server.datanode.DataNode;
  * rest do not, with two clients: one with the RDMA accessor, one stock. Small blocks (1 MiB),
  * block access tokens on.
  */
-final class HdfsCluster implements AutoCloseable {
-    static final int BLOCK = 1 << 20;
+public final class HdfsCluster implements AutoCloseable {
+    public static final int BLOCK = 1 << 20;
     static final String ACCESSOR_KEY = "dfs.client.replica.accessor.builder.classes";
 
-    final MiniDFSCluster cluster;
+    public final MiniDFSCluster cluster;
     final FileSystem rdma;
     final FileSystem stock;
     final Configuration rdmaConf;
     private final Path base;
 
-    HdfsCluster(int withPlugin, int without, boolean tokens) throws IOException {
+    public HdfsCluster(int withPlugin, int without, boolean tokens) throws IOException {
         this(withPlugin, without, tokens, java.util.Map.of());
     }
 
@@ -77,7 +77,7 @@ final class HdfsCluster implements AutoCloseable {
     }
 
     /** Writes {@code data} with {@code replication} replicas, preferring {@code favored} DataNodes when given. */
-    void write(String path, byte[] data, int replication, DataNode... favored) throws IOException {
+    public void write(String path, byte[] data, int replication, DataNode... favored) throws IOException {
         DistributedFileSystem dfs = (DistributedFileSystem) stock;
         InetSocketAddress[] nodes = favored.length == 0 ? null : new InetSocketAddress[favored.length];
         for (int i = 0; i < favored.length; i++) {

@@ -10,6 +10,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.codahale.metrics.MetricRegistry;
 import io.rdmaplane.hdfs.BlockProtocol;
+import io.rdmaplane.rdma.policy.ClientCredential;
+import io.rdmaplane.rdma.policy.PeerConnection;
 import io.rdmaplane.rdma.policy.PolicyClient;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
@@ -268,9 +270,11 @@ class HdfsRdmaReadTest {
         assertTrue(token.getPassword().length > 0, "block tokens are on");
 
         // the good token, through the builder as HDFS calls it: served over RDMA
-        long refusedBefore = tokenRefusals();
+        long servedBefore = served();
         byte[] got = readBlockThroughBuilder(first, serialize(token), 1000);
         assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got);
+        assertTrue(served() > servedBefore, "served over RDMA");
+        servedBefore = served();
 
         // a tampered password: refused by the DataNode, and the read still returns the bytes (TCP)
         byte[] password = token.getPassword().clone();
@@ -279,7 +283,9 @@ class HdfsRdmaReadTest {
         long fallbacks = counter("hdfs.client.fallback.TOKEN_REFUSED");
         got = readBlockThroughBuilder(first, serialize(tampered), 1000);
         assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got);
-        assertEquals(refusedBefore + 1, tokenRefusals());
+        // refused at the session's handshake (the DataNode proves the real password, the client finds it is not its
+        // own): the DataNode is asked for nothing
+        assertEquals(servedBefore, served(), "nothing served for the tampered token");
         assertEquals(fallbacks + 1, counter("hdfs.client.fallback.TOKEN_REFUSED"));
     }
 
@@ -292,21 +298,21 @@ class HdfsRdmaReadTest {
         try (Node node = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
              PolicyClient owner = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics());
              PolicyClient other = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
-            // The owner asks with the block's token, as the accessor does, and READs what it is handed.
-            BlockProtocol.Request ask = new BlockProtocol.Request(0, first.getBlock().getBlockPoolId(),
-                    first.getBlock().getBlockId(), first.getBlock().getGenerationStamp(), 0, 1000, 1 << 20,
-                    serialize(first.getBlockToken()));
-            BlockProtocol.Response answer = BlockProtocol.Response.decode(owner.peer(service).request(ask.encode())
-                    .get(WAIT_SECONDS, TimeUnit.SECONDS));
+            // The owner opens its session with the block's token and asks with it, as the accessor does, and READs
+            // what it is handed.
+            PeerConnection session = owner.dedicated(service, credential(first.getBlockToken()));
+            BlockProtocol.Response answer = ask(session, first, first.getBlockToken());
             assertEquals(BlockProtocol.Status.OK, answer.status(), answer.message());
             RemoteBlock block = new RemoteBlock(answer.address(), answer.rkey(), answer.rangeLength(), answer.crc32c());
             MemoryRegion landing = node.register(ByteBuffer.allocateDirect(block.length()), EnumSet.of(Access.LOCAL_WRITE));
-            owner.peer(service).read(block, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS);
+            session.read(block, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS);
 
-            // Another client with the same (valid) address and rkey but no token: refused.
+            // Another client with the same (valid) address and rkey, in a session of its own (opened with the same
+            // block's token, even): refused, the key was granted to the owner.
             MemoryRegion stolen = node.register(ByteBuffer.allocateDirect(block.length()), EnumSet.of(Access.LOCAL_WRITE));
+            PeerConnection otherSession = other.dedicated(service, credential(first.getBlockToken()));
             ExecutionException e = assertThrows(ExecutionException.class,
-                    () -> other.peer(service).read(block, stolen, 0).get(WAIT_SECONDS, TimeUnit.SECONDS));
+                    () -> otherSession.read(block, stolen, 0).get(WAIT_SECONDS, TimeUnit.SECONDS));
             assertEquals(Status.REMOTE_ACCESS_ERROR, assertInstanceOf(TransportException.class, e.getCause().getCause()).status());
             // And a bare transport connection, no handshake at all: refused.
             Channel bare = node.connect(service, 4, new ChannelHandler() { }).get(WAIT_SECONDS, TimeUnit.SECONDS);
@@ -319,18 +325,149 @@ class HdfsRdmaReadTest {
         }
     }
 
+    /**
+     * Issue 11, the DataNode's session proof: a client opens a session only with a valid READ token of the
+     * block it reads, proving the token's password. No token, a tampered or forged password, an expired token:
+     * no session, no READ. Another block's valid token: a session, but no descriptor of this block.
+     */
+    @Test
+    void onlyAValidTokenOfTheBlockOpensASessionThatReadsIt() throws Exception {
+        int size = 3 * HdfsCluster.BLOCK + HdfsCluster.BLOCK / 2;
+        List<LocatedBlock> blocks = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks("/f" + size, 0, size)
+                .getLocatedBlocks();
+        LocatedBlock first = blocks.get(0);
+        Token<BlockTokenIdentifier> good = first.getBlockToken();
+        Token<BlockTokenIdentifier> otherBlocks = blocks.get(1).getBlockToken();
+        byte[] password = good.getPassword().clone();
+        password[0] ^= 0x5a;
+        Token<BlockTokenIdentifier> tampered = new Token<>(good.getIdentifier(), password, good.getKind(), good.getService());
+        byte[] guessed = new byte[good.getPassword().length];
+        new Random(11).nextBytes(guessed);
+        Token<BlockTokenIdentifier> forged = new Token<>(good.getIdentifier(), guessed, good.getKind(), good.getService());
+        Token<BlockTokenIdentifier> expired = expiredToken(first);
+        RdmaDataNodePlugin plugin = RdmaDataNodePlugin.running().get(0);
+        InetSocketAddress service = new InetSocketAddress("127.0.0.1", plugin.getPort());
+        try (Node node = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
+             PolicyClient reader = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
+            // first of all: a client that proves nothing, asking with the block's valid token, is not served
+            try (PolicyClient anonymous = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
+                assertThrows(ExecutionException.class, () -> ask(anonymous.peer(service), first, good),
+                        "a client that proves no token opens no session");
+            }
+            PeerConnection owner = reader.dedicated(service, credential(good));
+            BlockProtocol.Response answer = ask(owner, first, good);
+            assertEquals(BlockProtocol.Status.OK, answer.status(), answer.message());
+            RemoteBlock block = new RemoteBlock(answer.address(), answer.rkey(), answer.rangeLength(), answer.crc32c());
+            MemoryRegion landing = node.register(ByteBuffer.allocateDirect(block.length()), EnumSet.of(Access.LOCAL_WRITE));
+            owner.read(block, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS);
+            byte[] read = new byte[block.length()];
+            landing.buffer().get(0, read);
+            assertArrayEquals(java.util.Arrays.copyOfRange(HdfsCluster.bytes(size, size), 0, block.length()), read,
+                    "the block's own token reads it");
+
+            long refusedBefore = tokenRefusals();
+            String[] names = {"no token", "a tampered password", "a forged password", "an expired token"};
+            Token<?>[] refused = {null, tampered, forged, expired};
+            for (int i = 0; i < names.length; i++) {
+                try (PolicyClient attacker = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
+                    PeerConnection peer = refused[i] == null ? attacker.peer(service)
+                            : attacker.dedicated(service, credential(refused[i]));
+                    ExecutionException e = assertThrows(ExecutionException.class,
+                            () -> ask(peer, first, good), names[i] + " opens no session");
+                    assertInstanceOf(io.rdmaplane.rdma.policy.PeerUnavailableException.class, e.getCause(), names[i]);
+                    MemoryRegion stolen = node.register(ByteBuffer.allocateDirect(block.length()), EnumSet.of(Access.LOCAL_WRITE));
+                    assertThrows(ExecutionException.class, () -> peer.read(block, stolen, 0).get(WAIT_SECONDS, TimeUnit.SECONDS),
+                            names[i] + " READs nothing");
+                    assertArrayEquals(new byte[block.length()], bytesOf(stolen), names[i] + ": no byte of the block arrived");
+                }
+            }
+            assertEquals(refusedBefore + 1, tokenRefusals(), "the expired token is refused by the DataNode itself");
+
+            // another block's valid token: a session of that block; this block's token in the request does not change it
+            try (PolicyClient attacker = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
+                PeerConnection peer = attacker.dedicated(service, credential(otherBlocks));
+                BlockProtocol.Response refusedAnswer = ask(peer, first, good);
+                assertEquals(BlockProtocol.Status.TOKEN_REFUSED, refusedAnswer.status(), refusedAnswer.message());
+                MemoryRegion stolen = node.register(ByteBuffer.allocateDirect(block.length()), EnumSet.of(Access.LOCAL_WRITE));
+                ExecutionException e = assertThrows(ExecutionException.class,
+                        () -> peer.read(block, stolen, 0).get(WAIT_SECONDS, TimeUnit.SECONDS));
+                assertEquals(Status.REMOTE_ACCESS_ERROR, assertInstanceOf(TransportException.class, e.getCause().getCause()).status());
+                assertArrayEquals(new byte[block.length()], bytesOf(stolen), "another block's session READ nothing of this one");
+                assertEquals(refusedBefore + 2, tokenRefusals());
+            }
+        }
+    }
+
+    /** A READ token of {@code block} that has expired, made by a DataNode's own token manager (the NameNode's keys). */
+    private static Token<BlockTokenIdentifier> expiredToken(LocatedBlock block) throws Exception {
+        org.apache.hadoop.hdfs.security.token.block.BlockTokenSecretManager manager = RdmaDataNodePlugin.running().get(0)
+                .dataNode().getBlockPoolTokenSecretManager().get(block.getBlock().getBlockPoolId());
+        Token<BlockTokenIdentifier> token;
+        synchronized (manager) {
+            manager.setTokenLifetime(1);
+            try {
+                token = manager.generateToken(block.getBlock(), EnumSet.of(BlockTokenIdentifier.AccessMode.READ),
+                        new org.apache.hadoop.fs.StorageType[] {org.apache.hadoop.fs.StorageType.DEFAULT}, new String[] {"DS-x"});
+            } finally {
+                manager.setTokenLifetime(TimeUnit.MINUTES.toMillis(
+                        hdfs.rdmaConf.getLong("dfs.block.access.token.lifetime", 600)));
+            }
+        }
+        long until = io.rdmaplane.hdfs.BlockTokens.identifier(token.getIdentifier()).getExpiryDate();
+        Polling.waitUntil(() -> System.currentTimeMillis() > until, Duration.ofSeconds(10), "the token to expire");
+        return token;
+    }
+
+    private static ClientCredential credential(Token<?> token) {
+        return new ClientCredential(token.getIdentifier(), token.getPassword());
+    }
+
+    /** Asks {@code peer} for the first 1000 bytes of {@code block} with {@code token}, as the accessor does. */
+    private static BlockProtocol.Response ask(PeerConnection peer, LocatedBlock block, Token<BlockTokenIdentifier> token)
+            throws Exception {
+        BlockProtocol.Request ask = new BlockProtocol.Request(0, block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(),
+                block.getBlock().getGenerationStamp(), 0, 1000, 1 << 20, serialize(token));
+        return BlockProtocol.Response.decode(peer.request(ask.encode()).get(WAIT_SECONDS, TimeUnit.SECONDS));
+    }
+
+    private static byte[] bytesOf(MemoryRegion region) {
+        byte[] out = new byte[region.buffer().capacity()];
+        region.buffer().get(0, out);
+        return out;
+    }
+
     @Test
     void aFiveByteTokenIsRefusedAndTheServiceKeepsServingOthers() throws Exception {
         int size = HdfsCluster.BLOCK + 1;
-        byte[] expected = HdfsCluster.bytes(size, size);
         LocatedBlock first = ((DistributedFileSystem) hdfs.stock).getClient().getLocatedBlocks("/f" + size, 0, size)
                 .getLocatedBlocks().get(0);
         // vint 0x8c then 0x7fffffff: "the identifier is 2^31-1 bytes long", which Token.readFields would allocate
         byte[] hostile = {(byte) 0x8c, 0x7f, (byte) 0xff, (byte) 0xff, (byte) 0xff};
         long refusedBefore = tokenRefusals();
-        byte[] got = readBlockThroughBuilder(first, hostile, 1000);
-        assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got, "the attacker's read falls back");
-        assertEquals(refusedBefore + 1, tokenRefusals(), "refused as a bad token, not a crash");
+        InetSocketAddress service = new InetSocketAddress("127.0.0.1", RdmaDataNodePlugin.running().get(0).getPort());
+        try (Node node = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
+             PolicyClient attacker = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
+            // as the credential of a session: refused
+            PeerConnection hostileSession = attacker.dedicated(service, new ClientCredential(hostile, new byte[20]));
+            ExecutionException e = assertThrows(ExecutionException.class, () -> ask(hostileSession, first, first.getBlockToken()));
+            assertInstanceOf(io.rdmaplane.rdma.policy.PeerUnavailableException.class, e.getCause());
+            assertEquals(refusedBefore + 1, tokenRefusals(), "refused as a bad token, not a crash");
+            // as the token of a request in a valid session: refused
+            PeerConnection session = attacker.dedicated(service, credential(first.getBlockToken()));
+            BlockProtocol.Request ask = new BlockProtocol.Request(0, first.getBlock().getBlockPoolId(),
+                    first.getBlock().getBlockId(), first.getBlock().getGenerationStamp(), 0, 1000, 1 << 20, hostile);
+            BlockProtocol.Response answer = BlockProtocol.Response.decode(session.request(ask.encode())
+                    .get(WAIT_SECONDS, TimeUnit.SECONDS));
+            assertEquals(BlockProtocol.Status.TOKEN_REFUSED, answer.status());
+            assertEquals(refusedBefore + 2, tokenRefusals(), "refused as a bad token, not a crash");
+        }
+        // and through the builder, as HDFS would hand it: no RDMA reader (HDFS reads over TCP), nothing sent
+        assertNull(new RdmaReplicaAccessorBuilder().setFileName("/f" + size)
+                .setBlock(first.getBlock().getBlockId(), first.getBlock().getBlockPoolId())
+                .setGenerationStamp(first.getBlock().getGenerationStamp()).setBlockAccessToken(hostile)
+                .setVerifyChecksum(true).setVisibleLength(first.getBlockSize()).setConfiguration(hdfs.rdmaConf)
+                .setClientName("test").setAllowShortCircuitReads(false).build());
+        assertEquals(refusedBefore + 2, tokenRefusals());
 
         javax.management.MBeanServer jmx = java.lang.management.ManagementFactory.getPlatformMBeanServer();
         for (RdmaDataNodePlugin plugin : RdmaDataNodePlugin.running()) {

@@ -46,7 +46,12 @@ final class PluginJarChecks {
      * the shade's ServicesResourceTransformer merges them, and carries their classes: without it Providers finds none.
      */
     static void assertProvidersListed(Path jar, List<String> entries) throws IOException {
-        String service = "META-INF/services/io.rdmaplane.rdma.provider.TransportProvider";
+        assertProvidersListed(jar, entries, "io.rdmaplane.rdma.");
+    }
+
+    /** As above, for a jar that puts common-rdma's {@code io.rdmaplane.rdma.} under {@code common} (the HDFS jar relocates it). */
+    static void assertProvidersListed(Path jar, List<String> entries, String common) throws IOException {
+        String service = "META-INF/services/" + common + "provider.TransportProvider";
         List<String> listed;
         try (ZipFile zip = new ZipFile(jar.toFile())) {
             ZipEntry entry = zip.getEntry(service);
@@ -56,7 +61,7 @@ final class PluginJarChecks {
                         .filter(line -> !line.isEmpty() && !line.startsWith("#")).sorted().collect(Collectors.toList());
             }
         }
-        assertEquals(List.of("io.rdmaplane.rdma.provider.tcp.TcpProvider", "io.rdmaplane.rdma.provider.verbs.VerbsProvider"),
+        assertEquals(List.of(common + "provider.tcp.TcpProvider", common + "provider.verbs.VerbsProvider"),
                 listed, service + " in " + jar);
         for (String provider : listed) {
             assertTrue(entries.contains(provider.replace('.', '/') + ".class"), provider + " in " + jar);

@@ -22,7 +22,8 @@ import org.junit.jupiter.api.Test;
  * in hdfs-transfer-rdma's package phase) is complete: with only Hadoop's own jars and slf4j-api
  * beside it, both plug-in classes load and instantiate, a client's memory pool (relocated Arrow)
  * and metrics (relocated Dropwizard) work, the native library is inside, and jdeps finds no class
- * reference outside the jar and Hadoop. Surefire passes the jar's path; under {@code mvn test}
+ * reference outside the jar and Hadoop. common-rdma is relocated inside it ({@code io.rdmaplane.shaded.rdma}), so
+ * it shares a class path with the Spark plug-in jar (BothPluginsOneClassPathTest). Surefire passes the jar's path; under {@code mvn test}
  * (no package phase yet) the jar may not exist and the test is skipped.
  */
 class ShadedPluginJarTest {
@@ -52,20 +53,22 @@ class ShadedPluginJarTest {
     @Test
     void containsTheNativeLibraryAndOnlyRelocatedThirdPartyClasses() throws IOException {
         List<String> names = PluginJarChecks.entriesOfAPluginJar(jar);
-        for (String forbidden : List.of("com/codahale/", "org/apache/arrow/", "org/apache/hadoop/", "org/slf4j/")) {
+        // io/rdmaplane/rdma/: common-rdma is relocated too, so it never meets the Spark plug-in jar's copy under one name
+        for (String forbidden : List.of("com/codahale/", "org/apache/arrow/", "org/apache/hadoop/", "org/slf4j/", "io/rdmaplane/rdma/")) {
             assertEquals(List.of(), names.stream().filter(n -> n.startsWith(forbidden)).collect(Collectors.toList()),
                     "nothing under " + forbidden);
         }
         for (String needed : List.of("io/rdmaplane/hdfs/client/RdmaReplicaAccessorBuilder.class",
                 "io/rdmaplane/hdfs/datanode/RdmaDataNodePlugin.class",
-                "io/rdmaplane/rdma/provider/verbs/DisniRuntime.class",
+                "io/rdmaplane/shaded/rdma/provider/verbs/DisniRuntime.class",
+                "io/rdmaplane/shaded/rdma/provider/verbs/impl/NativeCm.class",
                 "com/ibm/disni/verbs/impl/NativeDispatcher.class",
                 "io/rdmaplane/shaded/metrics/MetricRegistry.class",
                 "io/rdmaplane/shaded/arrow/memory/RootAllocator.class",
                 "io/rdmaplane/shaded/arrow/memory/unsafe/UnsafeAllocationManager.class")) {
             assertTrue(names.contains(needed), needed + " in " + jar);
         }
-        PluginJarChecks.assertProvidersListed(jar, names);
+        PluginJarChecks.assertProvidersListed(jar, names, ShadedJarProbe.RELOCATED);
     }
 
     @Test
@@ -96,6 +99,38 @@ class ShadedPluginJarTest {
             // DisniRuntime found the bundled library in the jar; loading it may still fail where libibverbs is missing
             assertFalse(facts.get("disniCause").contains("no bundled native library"), facts.toString());
         }
+    }
+
+    /**
+     * JNI binds a native method by its class's name, and this jar renames common-rdma's classes: the native library
+     * (the same file as the Spark jar's) must export every native method of the relocated classes under the new name.
+     */
+    @Test
+    void nativeLibraryExportsTheRelocatedNativeMethods() throws Exception {
+        byte[] library;
+        try (java.util.zip.ZipFile zip = new java.util.zip.ZipFile(jar.toFile())) {
+            library = zip.getInputStream(zip.getEntry(PluginJarChecks.NATIVE_LIBRARY)).readAllBytes();
+        }
+        String symbols = new String(library, java.nio.charset.StandardCharsets.ISO_8859_1);
+        List<String> missing = new java.util.ArrayList<>();
+        int natives = 0;
+        try (URLClassLoader isolated = PluginJarChecks.isolatedLoader("shaded-natives", jar, provided)) {
+            for (String name : List.of("provider.verbs.impl.NativeCm", "provider.verbs.impl.NativeMw")) {
+                Class<?> type = Class.forName(ShadedJarProbe.RELOCATED + name, false, isolated);
+                for (java.lang.reflect.Method m : type.getDeclaredMethods()) {
+                    if (java.lang.reflect.Modifier.isNative(m.getModifiers())) {
+                        natives++;
+                        // JNI's short name; none of these names has a character JNI escapes
+                        String symbol = "Java_" + type.getName().replace('.', '_') + "_" + m.getName();
+                        if (!symbols.contains(symbol + '\0')) {
+                            missing.add(symbol);
+                        }
+                    }
+                }
+            }
+        }
+        assertTrue(natives >= 9, "native methods found: " + natives);
+        assertEquals(List.of(), missing, "JNI functions the bundled library does not export");
     }
 
     @Test

@@ -1,4 +1,4 @@
-package io.rdmaplane.hdfs.datanode;
+package io.rdmaplane.hdfs;
 
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
@@ -14,8 +14,10 @@ import org.apache.hadoop.security.token.Token;
  * ({@code Token.readFields}, {@code BlockTokenIdentifier.readFields}) allocate whatever length
  * the bytes announce: five bytes can ask for a 2 GiB array. So the token's fields are read here,
  * and the identifier's legacy layout is walked (not kept) before Hadoop's secret manager parses it.
+ * Both sides read tokens here: the client the one HDFS handed it (its session's credential and key),
+ * the DataNode what a client sent (a HELLO's credential, a request's token).
  */
-final class BlockTokens {
+public final class BlockTokens {
     private BlockTokens() {
     }
 
@@ -25,7 +27,7 @@ final class BlockTokens {
      *
      * @throws IOException naming the field whose announced length exceeds what follows, or any other malformation
      */
-    static Token<BlockTokenIdentifier> decode(byte[] bytes) throws IOException {
+    public static Token<BlockTokenIdentifier> decode(byte[] bytes) throws IOException {
         DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes));
         byte[] identifier = field(in, "identifier");
         byte[] password = field(in, "password");
@@ -37,6 +39,31 @@ final class BlockTokens {
         checkIdentifier(identifier);
         Token<BlockTokenIdentifier> token = new Token<>(identifier, password, new Text(kind), new Text(service));
         return token;
+    }
+
+    /**
+     * The block token identifier in {@code identifier} (a token's identifier bytes), its lengths
+     * checked before Hadoop's reader allocates anything.
+     *
+     * @throws IOException naming what is malformed
+     */
+    public static BlockTokenIdentifier identifier(byte[] identifier) throws IOException {
+        if (identifier.length == 0) {
+            throw new IOException("block access token identifier: empty");
+        }
+        checkIdentifier(identifier);
+        BlockTokenIdentifier id = new BlockTokenIdentifier();
+        try {
+            id.readFields(new DataInputStream(new ByteArrayInputStream(identifier)));
+        } catch (RuntimeException e) { // protobuf's and the legacy reader's complaints about bad bytes
+            throw new IOException("block access token identifier: " + e.getMessage(), e);
+        }
+        return id;
+    }
+
+    /** Whether {@code token} carries a password (block access tokens are on where it was issued). */
+    public static boolean hasPassword(Token<BlockTokenIdentifier> token) {
+        return token.getPassword().length > 0 && token.getIdentifier().length > 0;
     }
 
     /** A vint length and that many bytes; the length is checked against the bytes left first. */

@@ -1,0 +1,248 @@
+package io.rdmaplane.it.packaging;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.rdmaplane.hdfs.datanode.RdmaDataNodePlugin;
+import io.rdmaplane.it.hdfs.HdfsCluster;
+import io.rdmaplane.rdma.testing.Skip;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.jar.JarEntry;
+import java.util.jar.JarOutputStream;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Both plug-in jars in one Spark application, deployed as an operator deploys them: a MiniDFSCluster whose DataNodes
+ * run the DataNode plug-in holds a file of four blocks; a {@code local-cluster[2,1,...]} application started through
+ * SparkSubmit, on Spark's class path and the plug-in jars only (a JVM of its own), reads it through the HDFS client
+ * plug-in and shuffles it with RdmaShuffleManager (map outputs served from their file mappings, tcp provider), in the
+ * two ways the jars meet in one JVM: both on the class path (Hadoop's and Spark's, the HDFS jar first), and the Spark
+ * jar in {@code --jars} (Spark's child class loader) with the HDFS jar on the class path. Each gives the sums of Spark's
+ * sort shuffle over the stock HDFS client, every byte read came over RDMA with no fallback, and reducers READ remote
+ * shuffle blocks with no fallback. Each jar alone is SparkPluginJarTest's and ShadedPluginJarTest's. With the two jars
+ * as they were before common-rdma was relocated in the HDFS jar, both arrangements fail.
+ */
+class BothPluginsOneClassPathTest {
+    private static final int BLOCKS = 4;
+    private static final long LENGTH = (long) BLOCKS * HdfsCluster.BLOCK;
+    private static final String FILE = "/both-plugins/records";
+    private static final long TIMEOUT_MINUTES = 4; // a bound against hanging, not a time to meet
+
+    private static Path sparkJar;
+    private static Path hdfsJar;
+    private static List<Path> spark;
+    /** An SLF4J provider for the application's log (Spark's own log4j binding is not on this build's class path). */
+    private static List<Path> logging;
+    private static HdfsCluster hdfs;
+    private static Path work;
+    private static Path jobJar;
+    private static Map<String, String> sort;
+
+    @BeforeAll
+    static void start() throws Exception {
+        sparkJar = jar(SparkPluginJarTest.JAR_PROPERTY);
+        hdfsJar = jar(ShadedPluginJarTest.JAR_PROPERTY);
+        spark = java.util.Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))
+                .filter(entry -> SparkPluginJarTest.NOT_SPARK.stream().noneMatch(p -> entry.replace('\\', '/').contains(p)))
+                .filter(entry -> entry.endsWith(".jar"))
+                .map(Path::of)
+                .collect(Collectors.toList());
+        assertTrue(spark.stream().anyMatch(p -> p.getFileName().toString().startsWith("hadoop-client-api")), "Spark's Hadoop client: " + spark);
+        logging = java.util.Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))
+                .filter(entry -> entry.replace('\\', '/').contains("/org/slf4j/slf4j-simple/")).map(Path::of).collect(Collectors.toList());
+        work = Files.createTempDirectory("both-plugins");
+        jobJar = jobJar(work.resolve("both-plugins-job.jar"));
+        hdfs = new HdfsCluster(2, 0, true);
+        assertEquals(2, RdmaDataNodePlugin.running().size(), "both DataNodes run the RDMA block service");
+        hdfs.write(FILE, records(), 2);
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (hdfs != null) {
+            hdfs.close();
+        }
+    }
+
+    /** The first application of the JVM is the sort-shuffle baseline (local mode, stock HDFS client), then the RDMA one. */
+    @Test
+    void bothJarsOnOneClassPath() throws Exception {
+        Map<String, String> facts = submit("sort,rdma", List.of(hdfsJar, sparkJar), null);
+        sort = run(facts, "sort");
+        assertEquals(expectedChecksum(), Long.parseLong(sort.get("checksum")), "sort shuffle over the stock client: " + sort);
+        assertEquals(String.valueOf(LENGTH), sort.get("bytesRead"), sort.toString());
+        assertRdmaEqualsSort(run(facts, "rdma"));
+    }
+
+    @Test
+    void sparkJarInJarsOptionAndHdfsJarOnTheClassPath() throws Exception {
+        Map<String, String> facts = submit("sort,rdma", List.of(hdfsJar), sparkJar);
+        sort = run(facts, "sort");
+        assertEquals(expectedChecksum(), Long.parseLong(sort.get("checksum")), "sort shuffle over the stock client: " + sort);
+        assertRdmaEqualsSort(run(facts, "rdma"));
+    }
+
+    /** The facts of one run ({@code RUN.NAME} keys), without the prefix. */
+    private static Map<String, String> run(Map<String, String> facts, String run) {
+        Map<String, String> of = new TreeMap<>();
+        facts.forEach((k, v) -> {
+            if (k.startsWith(run + ".")) {
+                of.put(k.substring(run.length() + 1), v);
+            }
+        });
+        assertTrue(!of.isEmpty(), "no facts of the " + run + " run: " + facts);
+        return of;
+    }
+
+    private static void assertRdmaEqualsSort(Map<String, String> rdma) {
+        assertEquals(sort.get("keys"), rdma.get("keys"), "keys: " + rdma);
+        assertEquals(sort.get("checksum"), rdma.get("checksum"), "the sums equal sort shuffle's: " + rdma);
+        assertEquals(String.valueOf(LENGTH), rdma.get("bytesRead"), rdma.toString());
+        assertEquals(String.valueOf(LENGTH), rdma.get("hdfsRdmaBytes"), "every byte read through the HDFS client plug-in: " + rdma);
+        assertEquals("0", rdma.get("hdfsFallbacks"), rdma.toString());
+        assertEquals("0", rdma.get("hdfsDeclined"), rdma.toString());
+        assertEquals("2", rdma.get("executors"), rdma.toString());
+        assertEquals("tcp tcp", rdma.get("providers"), "both executors run RDMA shuffle: " + rdma);
+        assertEquals("0", rdma.get("shuffleAppFallbacks"), rdma.toString());
+        assertEquals("0", rdma.get("shuffleFetchFallbacks"), rdma.toString());
+        assertEquals(String.valueOf(BLOCKS), rdma.get("shufflePublishedMaps"), "every map output published: " + rdma);
+        assertTrue(Long.parseLong(rdma.get("shuffleRdmaBlocks")) > 0, "reducers READ remote blocks: " + rdma);
+    }
+
+    /**
+     * Runs the job through SparkSubmit in a JVM whose class path is {@code classPath} then Spark's, with
+     * {@code jars} (or none) in --jars, and returns its facts; fails with its output when it does not end well.
+     */
+    private static Map<String, String> submit(String runs, List<Path> classPath, Path jars) throws Exception {
+        List<Path> cp = new ArrayList<>(classPath);
+        cp.addAll(spark);
+        cp.addAll(logging);
+        List<String> command = new ArrayList<>();
+        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.add("-XX:TieredStopAtLevel=1");
+        command.add("-Xmx768m");
+        String flags = System.getProperty("rdma.jvm.module.flags", "");
+        command.addAll(List.of(flags.trim().split("\\s+")));
+        command.add("-Drdma.jvm.module.flags=" + flags);
+        command.add("-Dspark.test.home=" + sparkTestHome());
+        // the system property (not the conf) makes local-cluster's workers start executors with this JVM's class path
+        command.add("-Dspark.testing=1");
+        command.add("-cp");
+        command.add(cp.stream().map(Path::toString).collect(Collectors.joining(File.pathSeparator)));
+        command.add("org.apache.spark.deploy.SparkSubmit");
+        command.addAll(List.of("--master", "local-cluster[2,1,768]", "--class", BothPluginsJob.class.getName()));
+        if (jars != null) {
+            command.addAll(List.of("--jars", jars.toString()));
+        }
+        command.add(jobJar.toString());
+        command.addAll(List.of(runs, hdfs.cluster.getURI().toString(), FILE, String.valueOf(LENGTH), String.valueOf(HdfsCluster.BLOCK)));
+        Path log = work.resolve(runs.replace(',', '-') + (jars != null ? "-jars" : "-classpath") + ".log");
+        ProcessBuilder pb = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
+        pb.environment().put("SPARK_TESTING", "1");
+        pb.environment().put("SPARK_LOCAL_IP", "127.0.0.1");
+        pb.environment().putIfAbsent("SPARK_SCALA_VERSION", System.getProperty("rdma.scala.binary.version", "2.13"));
+        long began = System.nanoTime();
+        Process p = pb.start();
+        boolean ended = p.waitFor(TIMEOUT_MINUTES, TimeUnit.MINUTES);
+        if (!ended) {
+            p.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
+        }
+        List<String> lines = Files.readAllLines(log);
+        Map<String, String> facts = new HashMap<>();
+        for (String line : lines) {
+            if (line.startsWith("fact ")) {
+                String[] parts = line.split(" ", 3);
+                facts.put(parts[1], parts.length > 2 ? parts[2] : "");
+            }
+        }
+        String tail = String.join("\n", lines.subList(Math.max(0, lines.size() - 80), lines.size()));
+        assertTrue(ended, "the application did not end within " + TIMEOUT_MINUTES + " minutes; its log " + log + " ends:\n" + tail);
+        assertEquals(0, p.exitValue(), "the application failed (class path " + classPath + ", --jars " + jars + "); its log " + log
+                + " ends:\n" + errors(lines) + "\n...\n" + tail);
+        System.out.printf("both plug-ins (%s; class path %s, --jars %s): %d s, %s%n", runs, names(classPath), jars == null ? "-" : jars.getFileName(),
+                TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - began), new TreeMap<>(facts));
+        return facts;
+    }
+
+    /** The first lines that name an error or exception, where the cause of a failure usually is. */
+    private static String errors(List<String> lines) {
+        return lines.stream().filter(l -> l.contains("Exception") || l.contains("Error") || l.contains(" WARN ") && l.contains("rdma"))
+                .limit(15).collect(Collectors.joining("\n"));
+    }
+
+    private static String names(List<Path> jars) {
+        return jars.stream().map(p -> p.getFileName().toString()).collect(Collectors.joining(", "));
+    }
+
+    private static Path jar(String property) {
+        String path = System.getProperty(property);
+        Skip.unless(path != null && Files.isRegularFile(Path.of(path)),
+                "no plug-in jar at " + path + " (" + property + "): the jars are built in the package phase (mvn verify)");
+        return Path.of(path).toAbsolutePath().normalize();
+    }
+
+    private static String sparkTestHome() throws IOException {
+        Path home = Path.of(System.getProperty("rdma.spark.test.home", work.resolve("spark-test-home").toString()));
+        Files.createDirectories(home);
+        return home.toAbsolutePath().toString();
+    }
+
+    /** The job's classes in a jar of their own: SparkSubmit's application jar, the only test code the application sees. */
+    private static Path jobJar(Path jar) throws IOException {
+        Path classes = Path.of(BothPluginsJob.class.getProtectionDomain().getCodeSource().getLocation().getPath());
+        Path dir = classes.resolve(BothPluginsJob.class.getPackageName().replace('.', '/'));
+        List<Path> files;
+        try (var list = Files.list(dir)) {
+            files = list.filter(f -> f.getFileName().toString().startsWith(BothPluginsJob.class.getSimpleName()))
+                    .filter(f -> f.getFileName().toString().endsWith(".class")).sorted().collect(Collectors.toList());
+        }
+        assertTrue(!files.isEmpty(), "the job's class files under " + dir);
+        try (OutputStream out = Files.newOutputStream(jar); JarOutputStream zip = new JarOutputStream(out)) {
+            for (Path f : files) {
+                zip.putNextEntry(new JarEntry(classes.relativize(f).toString().replace(File.separatorChar, '/')));
+                try (InputStream in = Files.newInputStream(f)) {
+                    in.transferTo(zip);
+                }
+                zip.closeEntry();
+            }
+        }
+        return jar;
+    }
+
+    /** Record i is (key i mod 997, value i), 16 bytes big-endian. */
+    private static byte[] records() {
+        ByteBuffer b = ByteBuffer.allocate((int) LENGTH);
+        for (long i = 0; b.remaining() >= BothPluginsJob.RECORD; i++) {
+            b.putLong(i % 997).putLong(i);
+        }
+        return b.array();
+    }
+
+    /** The job's checksum over the per-key sums of {@link #records()}, computed here without Spark. */
+    private static long expectedChecksum() {
+        Map<Long, Long> sums = new TreeMap<>();
+        for (long i = 0; i < LENGTH / BothPluginsJob.RECORD; i++) {
+            sums.merge(i % 997, i, Long::sum);
+        }
+        long checksum = 0;
+        for (Map.Entry<Long, Long> e : sums.entrySet()) {
+            checksum = checksum * 31 + e.getKey() * 1_000_003L + e.getValue();
+        }
+        return checksum;
+    }
+}

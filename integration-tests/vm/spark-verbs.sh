@@ -7,6 +7,7 @@
 #   --no-build       reuse common-rdma/target and spark-shuffle-rdma/target as built (e.g. by `mvn verify`)
 #   --no-cds         no class-data sharing archives (by default a training run on the host records them)
 #   --provider NAME  spark.shuffle.rdma.provider for the run (default verbs; tcp checks the step itself)
+#   --test-class C   run this test class only (e.g. io.rdmaplane.spark.serve.BlockKeysPerReducerTest, no Spark cluster)
 #   run.sh options (--timeout, --cpus, --mem, ...) are passed on.
 #   SPARK_VERBS_EXECUTOR_MEMORY (default 512m): heap of each executor; the driver has -Xmx512m.
 #   SPARK_VERBS_CONF: spark.* settings for the run, as -D flags; default: the transport and policy
@@ -16,8 +17,9 @@
 #     while the executors were loading classes or collecting garbage (no block fell back, but a
 #     reconnect that runs out of attempts would make the run fail for the emulator's sake).
 #
-# The test is io.rdmaplane.spark.VerbsLocalClusterTest (spark-shuffle-rdma's test sources; skipped
-# outside the VM). The host builds both modules and computes the test classpath; the guest runs the
+# The tests are io.rdmaplane.spark.VerbsLocalClusterTest and io.rdmaplane.spark.serve.BlockKeysPerReducerTest
+# (a reducer's READ key for a copied map output works on its own QP only; spark-shuffle-rdma's test
+# sources, both skipped outside the VM). The host builds both modules and computes the test classpath; the guest runs the
 # JUnit console launcher with that classpath as the JVM's own class path (java -cp, not
 # --class-path: local-cluster executors get the driver's java.class.path under spark.testing), with
 # SPARK_LOCAL_IP=RDMA_VM_ADDR_A for the driver and both executors (the executors' READs of each
@@ -32,6 +34,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 test_class=io.rdmaplane.spark.VerbsLocalClusterTest
+keys_class=io.rdmaplane.spark.serve.BlockKeysPerReducerTest
 log() { echo "spark-verbs: $*" >&2; }
 RDMA_VM_PROG=spark-verbs
 # shellcheck source=lib.sh
@@ -66,7 +69,7 @@ if [ "${1:-}" = --in-vm ]; then
       $SV_SPARK_CONF \
       -cp "$SV_LAUNCHER:$SV_CLASSPATH" org.junit.platform.console.ConsoleLauncher execute \
       --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
-      --select-class "$test_class" --reports-dir "$out/junit" > "$out/test.log" 2>&1 || rc=$?
+      $SV_SELECT --reports-dir "$out/junit" > "$out/test.log" 2>&1 || rc=$?
   secs=$(( $(date +%s) - t0 ))
   after_a=$(counters rxe0)
   # The driver's output (spark-verbs-log4j2.properties: WARN, plus INFO on executor start and tasks).
@@ -93,12 +96,14 @@ fi
 build=1
 cds=1
 provider=verbs
+only_class=""
 run_opts=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0; shift ;;
     --no-cds) cds=0; shift ;;
     --provider) provider=${2:?--provider needs a name}; shift 2 ;;
+    --test-class) only_class=${2:?--test-class needs a class name}; shift 2 ;;
     *) run_opts+=("$1"); shift ;;
   esac
 done
@@ -201,6 +206,11 @@ fi
   printf 'SV_EXECUTOR_MEMORY=%q\n' "$executor_memory"
   printf 'SV_MODULE_FLAGS=%q\n' "$module_flags"
   printf 'SV_PROVIDER=%q\n' "$provider"
+  if [ -n "$only_class" ]; then
+    printf 'SV_SELECT=%q\n' "--select-class $only_class"
+  else
+    printf 'SV_SELECT=%q\n' "--select-class $test_class --select-class $keys_class"
+  fi
   printf 'SV_SPARK_CONF=%q\n' "$spark_conf"
   printf 'SV_LAUNCHER=%q\n' "$launcher"
   printf 'SV_CLASSPATH=%q\n' "$classpath"
@@ -225,7 +235,7 @@ if [ -n "$report" ]; then
 else
   log "no JUnit report came back from the VM"
 fi
-summary=$(grep -h '^spark-verbs: provider ' "$res/test.log" 2>/dev/null | tail -1 | sed 's/^spark-verbs: //')
+summary=$(grep -h '^spark-verbs: provider ' "$res/test.log" 2>/dev/null | tail -1 | sed 's/^spark-verbs: //' || true)
 delta=$(cat "$res/rxe0-delta" 2>/dev/null || true)
 rxe_moved=0
 [[ "$delta" =~ (sent_pkts|rcvd_pkts)\ \+[1-9] ]] && rxe_moved=1
@@ -233,7 +243,11 @@ log "VM run took $(( $(date +%s) - start )) s (boot included), test JVM $(cat "$
   "exit status $rc; logs in $res"
 if [ "$rc" = 0 ] && [ -n "$report" ] && [ "$failed" = 0 ] && [ "$skipped" = 0 ] && [ "${tests:-0}" -gt 0 ] \
    && { [ "$provider" != verbs ] || [ "$rxe_moved" = 1 ]; }; then
-  echo "spark-verbs: PASSED: local-cluster[2,1,...], $summary; rxe0 ${delta:-(no counters)}"
+  if [ -n "$only_class" ]; then
+    echo "spark-verbs: PASSED: $only_class, $tests test(s); rxe0 ${delta:-(no counters)}"
+  else
+    echo "spark-verbs: PASSED: local-cluster[2,1,...], $summary; $keys_class; rxe0 ${delta:-(no counters)}"
+  fi
   exit 0
 fi
 why="status $rc, $tests test(s), $failed failed, $skipped skipped"

@@ -388,7 +388,7 @@ JNIEXPORT void JNICALL NCM(accept)(JNIEnv *env, jclass cls, jlong id, jint retry
  * it anyway is refused by the responder. For the end that may not be READ, once connected: the
  * responder resources its connect offered are what the peer chose, which a hostile peer may
  * ignore. Throws an IOException when the QP cannot be changed. */
-JNIEXPORT void JNICALL NCM(denyRemoteAccess)(JNIEnv *env, jclass cls, jlong id) {
+static void set_remote_access(JNIEnv *env, jlong id, int flags) {
     struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
     if (id == 0 || cm_id->qp == NULL) {
         rp_throw_bad_handle(env, "ibv_modify_qp (access flags)");
@@ -396,12 +396,23 @@ JNIEXPORT void JNICALL NCM(denyRemoteAccess)(JNIEnv *env, jclass cls, jlong id) 
     }
     struct ibv_qp_attr attr;
     memset(&attr, 0, sizeof attr);
-    attr.qp_access_flags = 0;
+    attr.qp_access_flags = flags;
     errno = 0;
     int rc = ibv_modify_qp(cm_id->qp, &attr, IBV_QP_ACCESS_FLAGS);
     if (rc != 0) {
         rp_throw_io(env, "ibv_modify_qp (access flags)", rc > 0 ? rc : rp_errno());
     }
+}
+
+JNIEXPORT void JNICALL NCM(denyRemoteAccess)(JNIEnv *env, jclass cls, jlong id) {
+    set_remote_access(env, id, 0);
+}
+
+/* Gives the id's QP remote read access, and no other (RTS to RTS, access flags only): for a QP
+ * accepted with responder resources but no access, once its owner trusts the peer. Throws an
+ * IOException when the QP cannot be changed. */
+JNIEXPORT void JNICALL NCM(allowRemoteReads)(JNIEnv *env, jclass cls, jlong id) {
+    set_remote_access(env, id, IBV_ACCESS_REMOTE_READ);
 }
 
 /* Copies the private data of a connection request id into the direct buffer out; returns the

@@ -245,7 +245,8 @@ public final class PolicyServer implements AutoCloseable {
 
     /**
      * A connect request, where the transport asks before any channel exists (verbs): refused
-     * without a valid {@link ConnectProof} (no QP is created), and a control channel's QP serves no READ.
+     * without a valid {@link ConnectProof} (no QP is created), and a control channel's QP serves no READ;
+     * a data channel's serves none until its handshake is done and its keys are bound (Session.allowReads).
      */
     private Admission admitConnect(SocketAddress from, ByteBuffer connectData) {
         TrafficClass trafficClass;
@@ -270,7 +271,7 @@ public final class PolicyServer implements AutoCloseable {
             }
             return Admission.REFUSE;
         }
-        return trafficClass == TrafficClass.DATA ? Admission.ACCEPT : Admission.ACCEPT_WITHOUT_REMOTE_READ;
+        return trafficClass == TrafficClass.DATA ? Admission.ACCEPT_REMOTE_READ_LATER : Admission.ACCEPT_WITHOUT_REMOTE_READ;
     }
 
     /** Whether one more unauthenticated channel from this peer fits the limits; if so it is counted. */
@@ -548,9 +549,10 @@ public final class PolicyServer implements AutoCloseable {
                         return null;
                     })
                     : CompletableFuture.completedFuture(null);
-            // READY only once the regions are registered: no READ may race their registration.
+            // READY only once the regions are registered: no READ may race their registration. A data
+            // channel serves READs from then on, not before (a verbs QP was admitted with no remote access).
             ready.thenCompose(v -> bound).thenRun(() -> {
-                if (channel.isOpen()) {
+                if (channel.isOpen() && (trafficClass != TrafficClass.DATA || allowReads())) {
                     readySent = true;
                     channel.send(new ControlFrame(Type.READY, 0, payload == null ? null : payload.duplicate()).encode());
                 }
@@ -600,8 +602,22 @@ public final class PolicyServer implements AutoCloseable {
             }
         }
 
+        /** The data channel may be READ from now on; false, and the channel closed, if its QP cannot be given access. */
+        private boolean allowReads() {
+            try {
+                channel.transport().allowRemoteReads();
+                return true;
+            } catch (IOException | RuntimeException e) {
+                LOG.warn("closing the data channel from {}: cannot give it remote read access: {}", channel.remoteAddress(),
+                        e.toString());
+                channel.close();
+                return false;
+            }
+        }
+
         /**
-         * A refused channel READs nothing while its refusal is on the way (a verbs QP would serve a READ
+         * A refused channel READs nothing while its refusal is on the way (a data channel refused after
+         * its READY had remote access) (a verbs QP would serve a READ
          * in the NIC until closed); false, and the channel closed without an answer, if that fails.
          */
         private boolean denyReads() {

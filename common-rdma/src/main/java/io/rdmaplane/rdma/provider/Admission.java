@@ -6,6 +6,11 @@ public enum Admission {
     REFUSE,
     /** Accepted; the peer may not READ this end over the channel (verbs: the QP serves no READ). */
     ACCEPT_WITHOUT_REMOTE_READ,
+    /**
+     * Accepted; the peer may READ this end once the listener allows it ({@link Channel#allowRemoteReads}),
+     * and not before (verbs: the QP is connected able to serve READs, but with no remote access until then).
+     */
+    ACCEPT_REMOTE_READ_LATER,
     /** Accepted; the peer may READ this end's regions whose rkeys it holds. */
     ACCEPT
 }

@@ -68,6 +68,14 @@ public interface Channel extends AutoCloseable {
     default void denyRemoteReads() throws IOException {
     }
 
+    /**
+     * Lets the peer READ this end from now on, on a channel admitted {@link Admission#ACCEPT_REMOTE_READ_LATER}
+     * once its owner trusts it: a verbs QP gets remote read access; tcp asks
+     * {@link ChannelHandler#permitsRemoteRead} for every READ and needs nothing more.
+     */
+    default void allowRemoteReads() throws IOException {
+    }
+
     /** Closes the channel; outstanding operations end {@link Status#FLUSHED}. Idempotent. */
     @Override
     void close();

@@ -114,6 +114,24 @@ class DataPlaneAuthTest {
 
     @ParameterizedTest
     @EnumSource(TestTransport.class)
+    void aDataChannelAdmittedWithAValidProofReadsNothingBeforeItsReady(TestTransport on) throws Exception {
+        // Its connect names a live session with a valid proof, so it is admitted; its handshake is not done.
+        // verbs admits the QP with no remote access and gives it REMOTE_READ only at READY; tcp asks per READ.
+        PolicyFixture f = open(on, SECRET);
+        RemoteBlock block = f.exposeBlock(SIZE, 8); // registered the plain way: its rkey READs on any QP with access
+        UUID instance = UUID.randomUUID();
+        byte[] session = session(f, instance, SECRET).id();
+        Outsider early = connect(f, proven(SECRET, TrafficClass.DATA, session));
+        assertReadFails(early.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+        // The same, named by its peer and challenged, still short of its PROOF.
+        Outsider challenged = connect(f, proven(SECRET, TrafficClass.DATA, session));
+        challenged.send(hello(TrafficClass.DATA, instance, Auth.nonce(), session, true));
+        assertEquals(Type.CHALLENGE, challenged.next().type(), "the server challenges the data channel");
+        assertReadFails(challenged.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+    }
+
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
     void aPeerWithoutTheSecretReadsNothingEvenRightAfterItsHello(TestTransport on) throws Exception {
         PolicyFixture f = open(on, SECRET);
         RemoteBlock block = f.exposeBlock(SIZE, 3);

@@ -3,7 +3,6 @@ package io.rdmaplane.spark.serve;
 import io.rdmaplane.rdma.format.ArrowBlock;
 import io.rdmaplane.rdma.memory.Recycler;
 import io.rdmaplane.rdma.policy.RemoteBlock;
-import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -17,7 +16,6 @@ import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Set;
 import java.util.zip.CRC32C;
 import org.apache.arrow.memory.BufferAllocator;
 
@@ -81,7 +79,8 @@ final class CopyingPublisher implements MapOutputPublisher {
         Block[] blocks = new Block[lengths.length];
         try {
             for (Built b : built) {
-                MemoryRegion region = node.register(b.memory.duplicate().limit(b.used).position(0), Set.of(Access.REMOTE_READ));
+                // For grants: on verbs with memory windows each reducer READs through a window bound to its own QP.
+                MemoryRegion region = node.registerForGrants(b.memory.duplicate().limit(b.used).position(0));
                 regions.add(new Held(region, b.memory));
                 for (Segment seg : b.segments) {
                     RemoteBlock remote = new RemoteBlock(region.address() + seg.offset, region.rkey(), seg.length, seg.crc32c);

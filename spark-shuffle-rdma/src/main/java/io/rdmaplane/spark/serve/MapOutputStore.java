@@ -37,7 +37,9 @@ import org.slf4j.LoggerFactory;
  *     travels in the LOCATE answer ({@link #block});</li>
  * <li>{@link CopyingPublisher} (verbs on kernels before 6.2, whose first refusal switches this store
  *     to copies for good; or {@code mapFiles} false): one copy per map output in regions of its own,
- *     a segment one piece, the memory recycled after a quarantine.</li>
+ *     a segment one piece, the memory recycled after a quarantine. Registered for grants
+ *     ({@link Node#registerForGrants}): on verbs with memory windows each reducer READs a copy through a
+ *     window bound to its own QP; a file mapping cannot be (see {@link #keyBinding}).</li>
  * </ul>
  * Either way a map output costs its registrations once per map task (not per IO), exposes exactly
  * its segments (REMOTE_READ only), and {@link #removeShuffle} deregisters it: a later READ fails
@@ -60,6 +62,7 @@ public final class MapOutputStore implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(MapOutputStore.class);
 
+    private final Node node;
     private final ShuffleMetrics metrics;
     private final RegisteredBytes cap;
     private final Map<Integer, ShuffleOutputs> shuffles = new ConcurrentHashMap<>();
@@ -104,10 +107,28 @@ public final class MapOutputStore implements AutoCloseable {
             throw new IllegalArgumentException("maxConsecutiveFailures must be at least 0, was " + maxConsecutiveFailures);
         }
         this.maxConsecutiveFailures = maxConsecutiveFailures;
+        this.node = node;
         this.cap = new RegisteredBytes(capacityBytes);
         this.metrics = metrics;
         this.mapped = mapFiles ? new MappedPublisher(node, cap, allocator) : null;
         this.copying = new CopyingPublisher(node, cap, allocator);
+    }
+
+    /**
+     * How the READ keys of this store's map outputs are bound, for the log: copies are registered for
+     * grants (per peer where the node binds memory windows); file mappings keep the region's own rkey,
+     * since memory windows need MW_BIND, which pins for write and a read-only mapping refuses.
+     */
+    public String keyBinding() {
+        String copies = "copied map outputs " + node.keyBinding();
+        if (mapped == null) {
+            return copies;
+        }
+        return node.keyBinding().startsWith("per peer")
+                ? copies + "; mapped map outputs per region (a read-only file mapping cannot be registered MW_BIND, which"
+                        + " pins for write: their key is the MR's own rkey, READ by any authenticated data channel that knows it;"
+                        + " spark.shuffle.rdma.mapOutput.mapFiles=false copies every map output instead)"
+                : copies + "; mapped map outputs alike";
     }
 
     /** Frames and registers every non-empty partition of a committed map output; false if over cap/failed (logged, counted). */

@@ -93,6 +93,9 @@ final class MappedPublisher implements MapOutputPublisher {
         }
         MemoryRegion payloadRegion;
         try {
+            // Not registerForGrants: memory windows need an MR registered MW_BIND, which pins the memory for
+            // write, and a read-only file mapping refuses that. So a mapped output's key is the region's own
+            // rkey on verbs (any data channel READs with it); tcp still checks it against each peer's grants.
             payloadRegion = node.register(mapping, Set.of(Access.REMOTE_READ));
         } catch (TransportException | RuntimeException e) {
             cap.release(bytes);

@@ -4,6 +4,7 @@ import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.policy.PolicyServer;
 import io.rdmaplane.rdma.policy.ReadGrants;
+import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.policy.ServerLimits;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -20,7 +21,8 @@ import org.slf4j.LoggerFactory;
 /**
  * The serving side of one executor: a {@link PolicyServer} on its data node that answers LOCATE
  * requests from a {@link MapOutputStore}, granting the located regions to the asking peer (the
- * provider serves a peer's READs of its grants only). Each block is answered with its Arrow
+ * provider serves a peer's READs of its grants only) and handing out the grant's key (on verbs, a
+ * memory window bound to that peer's data QP where the memory allows one, {@link MapOutputStore#keyBinding}). Each block is answered with its Arrow
  * framing and the remote block of its payload (one READ), or, below the inline threshold, as the
  * whole block in the answer (no READ), within {@link LocateProtocol#MAX_RESPONSE_BYTES}: blocks
  * beyond that are DEFERRED, and the reader asks again. A malformed request
@@ -71,7 +73,8 @@ public final class ShuffleBlockServer implements AutoCloseable {
     public ShuffleBlockServer start() throws TransportException {
         server.start();
         server.markReady();
-        LOG.info("RDMA shuffle block server listening on {} ({})", node.localAddress(), node.providerName());
+        LOG.info("RDMA shuffle block server listening on {} ({}); READ keys: {}", node.localAddress(), node.providerName(),
+                store.keyBinding());
         return this;
     }
 
@@ -122,10 +125,23 @@ public final class ShuffleBlockServer implements AutoCloseable {
             }
         }
         for (int i = 0; i < answer.size(); i++) {
-            if (answer.get(i) instanceof LocateProtocol.Read) {
-                // The asking peer READs these, and no other peer by their keys; a grant goes when its region is
-                // deregistered (the shuffle unregistered), not only when the peer is forgotten.
-                peer.grant(blocks[i].region(), Long.MAX_VALUE);
+            if (answer.get(i) instanceof LocateProtocol.Read read) {
+                // The asking peer READs these, and no other peer by their keys: the key handed out is the grant's
+                // (on verbs a memory window bound to this peer's data QP, for memory registered for grants; else
+                // the region's rkey, which tcp checks against this peer's grants). A grant goes when its region
+                // is deregistered (the shuffle unregistered), not only when the peer is forgotten.
+                int key;
+                try {
+                    key = peer.grant(blocks[i].region(), Long.MAX_VALUE);
+                } catch (IllegalStateException e) { // no key to make (e.g. the device's windows ran out)
+                    LOG.warn("shuffle {}: block {} not served over RDMA to {}: {}", decoded.shuffleId(), refs.get(i),
+                            peer.address(), e.getMessage());
+                    answer.set(i, LocateProtocol.NOT_SERVED); // the reader fetches it from Spark's own server
+                    continue;
+                }
+                RemoteBlock p = read.payload();
+                answer.set(i, new LocateProtocol.Read(read.header(), new RemoteBlock(p.address(), key, p.length(), p.crc32c()),
+                        read.trailer()));
             }
         }
         ByteBuffer encoded = LocateProtocol.encodeResponse(answer);

@@ -344,10 +344,12 @@ final class CmEventLoop {
                 throw new IOException("the connection request came without an RDMA device");
             }
             channel.setUp(ctx);
-            boolean readable = admission == Admission.ACCEPT;
+            boolean readable = admission != Admission.ACCEPT_WITHOUT_REMOTE_READ; // responder resources: READs can be served
             NativeCm.accept(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, readable);
-            if (!readable) {
-                NativeCm.denyRemoteAccess(id); // no responder resources already; this refuses a READ sent regardless
+            if (admission != Admission.ACCEPT) {
+                // Without responder resources this refuses a READ sent regardless; admitted to be READ later,
+                // the QP serves none until its owner allows it (Channel.allowRemoteReads).
+                NativeCm.denyRemoteAccess(id);
             }
         } catch (IOException | RuntimeException e) {
             LOG.warn("{}: cannot accept a connection from {}: {}", node.name(), channel.remoteAddress(), e.toString());

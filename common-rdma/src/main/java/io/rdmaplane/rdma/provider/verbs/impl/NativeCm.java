@@ -42,6 +42,11 @@ final class NativeCm {
         denyRemoteAccess(handle(id));
     }
 
+    /** Gives the id's connected QP remote read access (and no other): for a channel admitted to be READ later. */
+    static void allowRemoteReads(RdmaCmId id) throws IOException {
+        allowRemoteReads(handle(id));
+    }
+
     /** The private data the connection request of {@code id} carried (RoCE pads it with zeros to 56 bytes). */
     static ByteBuffer connectData(RdmaCmId id) throws IOException {
         ByteBuffer out = ByteBuffer.allocateDirect(DATA_ROOM);
@@ -67,4 +72,6 @@ final class NativeCm {
     private static native int connectData(long id, ByteBuffer out);
 
     private static native void denyRemoteAccess(long id) throws IOException;
+
+    private static native void allowRemoteReads(long id) throws IOException;
 }

@@ -196,6 +196,15 @@ final class VerbsChannel extends AbstractChannel {
         }
     }
 
+    @Override
+    public void allowRemoteReads() throws IOException {
+        RdmaCmId id = cmId();
+        if (id == null || !isOpen()) {
+            throw new IOException("the channel to " + remoteAddress() + " is closed");
+        }
+        NativeCm.allowRemoteReads(id);
+    }
+
     /**
      * Creates the QP on the node's PD and its lane's CQ, registers the receive buffers and posts
      * them all. The QP asks for {@link #INLINE_BYTES} of inline data (SENDs that short are copied

@@ -289,6 +289,8 @@ public final class VerbsNode implements Node {
     @Override
     public String keyBinding() {
         return type2Windows > 0 ? "per peer (type 2 memory windows bound to the peer's QP; the device holds " + type2Windows + ")"
+                + ", except read-only file mappings (mapped shuffle outputs, HDFS block files): per region, since MW_BIND pins"
+                + " memory for write, which they refuse"
                 : "per region (the device binds no type 2 memory window: a key is the MR's own rkey, which any data channel READs with)";
     }
 

@@ -517,4 +517,5 @@ JNIEXPORT jlong JNICALL ND(getContext)(JNIEnv *env, jobject self, jlong id) {
 RP_ALIAS(NCM_SHADED(connect), NCM(connect))
 RP_ALIAS(NCM_SHADED(accept), NCM(accept))
 RP_ALIAS(NCM_SHADED(denyRemoteAccess), NCM(denyRemoteAccess))
+RP_ALIAS(NCM_SHADED(allowRemoteReads), NCM(allowRemoteReads))
 RP_ALIAS(NCM_SHADED(connectData), NCM(connectData))

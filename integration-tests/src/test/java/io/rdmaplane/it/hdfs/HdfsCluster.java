@@ -36,8 +36,11 @@ public final class HdfsCluster implements AutoCloseable {
         this(withPlugin, without, tokens, java.util.Map.of());
     }
 
-    /** As above, with {@code settings} added to the configuration of every node and both clients. */
-    HdfsCluster(int withPlugin, int without, boolean tokens, java.util.Map<String, String> settings) throws IOException {
+    /**
+     * As above, with {@code settings} added to the configuration of every node and both clients. A
+     * {@code dfs.datanode.address} among them is kept (MiniDFSCluster's default is 127.0.0.1:0).
+     */
+    public HdfsCluster(int withPlugin, int without, boolean tokens, java.util.Map<String, String> settings) throws IOException {
         base = Files.createTempDirectory("minidfs");
         Configuration conf = new Configuration();
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
@@ -49,7 +52,8 @@ public final class HdfsCluster implements AutoCloseable {
         conf.set("dfs.datanode.plugins", RdmaDataNodePlugin.class.getName());
         conf.set("dfs.datanode.rdma.idleRelease", "2s");
         settings.forEach(conf::set);
-        cluster = new MiniDFSCluster.Builder(conf).numDataNodes(withPlugin).build();
+        cluster = new MiniDFSCluster.Builder(conf).numDataNodes(withPlugin)
+                .checkDataNodeAddrConfig(settings.containsKey("dfs.datanode.address")).build();
         if (without > 0) {
             Configuration plain = new Configuration(conf);
             plain.unset("dfs.datanode.plugins");

@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -29,13 +30,17 @@ import scala.Tuple2;
  *
  * <p>Started through SparkSubmit (its jar the application's, the plug-in jars on the class path or in {@code --jars}).
  * Arguments: {@code runs hdfsUri path fileLength blockLength}, runs being {@code sort}, {@code rdma} or both
- * ({@code sort,rdma}), one application each, one after the other.
+ * ({@code sort,rdma}), one application each, one after the other. System properties of the JVM: {@code spark.*}
+ * settings (SparkConf's), among them {@code spark.shuffle.rdma.provider} (default tcp) and
+ * {@code spark.hadoop.dfs.rdma.*}, the HDFS client plug-in's settings for the tasks' reads; {@value #ADDRESS_PROPERTY},
+ * the driver's and executors' address (default 127.0.0.1).
  */
 public final class BothPluginsJob {
     static final String ACCESSOR_KEY = "dfs.client.replica.accessor.builder.classes";
     static final String ACCESSOR = "io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder";
     static final int RECORD = 16;
     static final int PARTITIONS = 6;
+    static final String ADDRESS_PROPERTY = "rdma.both.address";
 
     private BothPluginsJob() {
     }
@@ -48,25 +53,31 @@ public final class BothPluginsJob {
 
     private static void run(boolean rdma, String uri, String path, long length, long block) throws Exception {
         String name = rdma ? "rdma" : "sort";
+        String address = System.getProperty(ADDRESS_PROPERTY, "127.0.0.1");
         // SparkSubmit's settings (spark.jars: this job's jar, and --jars) come in as system properties
         // the baseline needs no executor JVMs: Spark's sort shuffle gives the same sums in local mode
         SparkConf conf = new SparkConf().setMaster(rdma ? "local-cluster[2,1,768]" : "local[2]").setAppName("both-plugins-" + name)
                 .set("spark.ui.enabled", "false")
-                .set("spark.driver.host", "127.0.0.1")
-                .set("spark.driver.bindAddress", "127.0.0.1")
+                .set("spark.driver.host", address)
+                .set("spark.driver.bindAddress", address)
                 .set("spark.testing", "1")
                 .set("spark.test.home", System.getProperty("spark.test.home"))
                 .set("spark.executor.memory", "512m")
                 .set("spark.executor.extraJavaOptions", System.getProperty("rdma.jvm.module.flags", "") + " -XX:TieredStopAtLevel=1")
-                .set("spark.executorEnv.SPARK_LOCAL_IP", "127.0.0.1")
+                .set("spark.executorEnv.SPARK_LOCAL_IP", address)
                 // reduce tasks spread over both executors, so each READs the other's map outputs
                 .set("spark.locality.wait", "0");
         if (rdma) {
             conf.set("spark.shuffle.manager", "io.rdmaplane.spark.RdmaShuffleManager")
                     .set("spark.shuffle.rdma.mapOutput.mapFiles", "true")
-                    .set("spark.shuffle.rdma.provider", "tcp");
+                    .setIfMissing("spark.shuffle.rdma.provider", "tcp");
         } else {
             conf.set("spark.shuffle.manager", "sort");
+        }
+        // the HDFS client plug-in's settings, for the tasks' own Hadoop configurations
+        HashMap<String, String> client = new HashMap<>();
+        for (Tuple2<String, String> kv : conf.getAllWithPrefix("spark.hadoop.dfs.rdma.")) {
+            client.put("dfs.rdma." + kv._1(), kv._2());
         }
         try (JavaSparkContext jsc = new JavaSparkContext(conf)) {
             LongAccumulator rdmaBytes = jsc.sc().longAccumulator("hdfs.client.rdma.bytes");
@@ -80,7 +91,7 @@ public final class BothPluginsJob {
             List<Tuple2<Long, Long>> sums = jsc.parallelize(offsets, offsets.size())
                     .flatMapToPair(offset -> {
                         Map<String, Long> before = clientCounters(rdma);
-                        ByteBuffer records = readBlock(uri, path, offset, (int) Math.min(block, length - offset), rdma);
+                        ByteBuffer records = readBlock(uri, path, offset, (int) Math.min(block, length - offset), rdma, client);
                         Map<String, Long> after = clientCounters(rdma);
                         read.add(records.remaining());
                         rdmaBytes.add(after.get("hdfs.client.rdma.bytes") - before.get("hdfs.client.rdma.bytes"));
@@ -152,12 +163,14 @@ public final class BothPluginsJob {
     }
 
     /** One positioned read of a block of the file, through the client plug-in or the stock client. */
-    private static ByteBuffer readBlock(String uri, String path, long offset, int length, boolean rdma) throws IOException {
+    private static ByteBuffer readBlock(String uri, String path, long offset, int length, boolean rdma, Map<String, String> client)
+            throws IOException {
         Configuration conf = new Configuration();
         // the accessor reads files of the default filesystem only
         conf.set("fs.defaultFS", uri);
         if (rdma) {
             conf.set(ACCESSOR_KEY, ACCESSOR);
+            client.forEach(conf::set);
         }
         byte[] bytes = new byte[length];
         try (FileSystem fs = FileSystem.newInstance(java.net.URI.create(uri), conf); FSDataInputStream in = fs.open(new Path(path))) {

@@ -36,12 +36,35 @@ import org.junit.jupiter.api.Test;
  * sort shuffle over the stock HDFS client, every byte read came over RDMA with no fallback, and reducers READ remote
  * shuffle blocks with no fallback. Each jar alone is SparkPluginJarTest's and ShadedPluginJarTest's. With the two jars
  * as they were before common-rdma was relocated in the HDFS jar, both arrangements fail.
+ *
+ * <p>On the host the plug-ins run the tcp provider on loopback. {@code integration-tests/vm/both-verbs.sh} runs the
+ * first arrangement in the Soft-RoCE VM over verbs, through the {@code rdma.both.*} system properties below: every
+ * plug-in's provider, Spark (driver and executors) on one rxe device's address, the DataNodes on the other's, and the
+ * NameNode's service RPC (the DataNodes' registration, hence the address clients are given) on the first.
  */
 class BothPluginsOneClassPathTest {
     private static final int BLOCKS = 4;
     private static final long LENGTH = (long) BLOCKS * HdfsCluster.BLOCK;
     private static final String FILE = "/both-plugins/records";
-    private static final long TIMEOUT_MINUTES = 4; // a bound against hanging, not a time to meet
+    /** A bound against hanging, not a time to meet (the emulated VM needs more). */
+    private static final long TIMEOUT_MINUTES = Long.getLong("rdma.both.timeoutMinutes", 4);
+    /** Every plug-in's provider; unset: their defaults (tcp for the Spark job, auto for HDFS: tcp without a device). */
+    private static final String PROVIDER = System.getProperty("rdma.both.provider");
+    /** SPARK_LOCAL_IP of the driver and the executors. */
+    private static final String SPARK_ADDRESS = System.getProperty("rdma.both.sparkAddress", "127.0.0.1");
+    /** The DataNodes' addresses (transfer, HTTP, IPC); unset: MiniDFSCluster's 127.0.0.1. */
+    private static final String DATANODE_ADDRESS = System.getProperty("rdma.both.dataNodeAddress");
+    /**
+     * The NameNode's service RPC address, where the DataNodes register: the NameNode gives clients the address a
+     * DataNode's registration came from (MiniDFSCluster's client RPC is on 127.0.0.1, which RDMA-CM does not serve).
+     */
+    private static final String NAMENODE_ADDRESS = System.getProperty("rdma.both.nameNodeAddress");
+    /**
+     * Transport settings of every plug-in ({@code NAME=VALUE,...}), as {@code dfs.datanode.rdma.NAME},
+     * {@code dfs.rdma.NAME} and {@code spark.shuffle.rdma.NAME}; and the HDFS client's own ({@code dfs.rdma.NAME}).
+     */
+    private static final Map<String, String> TRANSPORT = settings("rdma.both.transport");
+    private static final Map<String, String> HDFS_CLIENT = settings("rdma.both.hdfsClient");
 
     private static Path sparkJar;
     private static Path hdfsJar;
@@ -65,9 +88,10 @@ class BothPluginsOneClassPathTest {
         assertTrue(spark.stream().anyMatch(p -> p.getFileName().toString().startsWith("hadoop-client-api")), "Spark's Hadoop client: " + spark);
         logging = java.util.Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))
                 .filter(entry -> entry.replace('\\', '/').contains("/org/slf4j/slf4j-simple/")).map(Path::of).collect(Collectors.toList());
-        work = Files.createTempDirectory("both-plugins");
+        String workDir = System.getProperty("rdma.both.work"); // the VM script keeps the applications' logs there
+        work = workDir != null ? Files.createDirectories(Path.of(workDir)) : Files.createTempDirectory("both-plugins");
         jobJar = jobJar(work.resolve("both-plugins-job.jar"));
-        hdfs = new HdfsCluster(2, 0, true);
+        hdfs = new HdfsCluster(2, 0, true, dfsSettings());
         assertEquals(2, RdmaDataNodePlugin.running().size(), "both DataNodes run the RDMA block service");
         hdfs.write(FILE, records(), 2);
     }
@@ -117,7 +141,8 @@ class BothPluginsOneClassPathTest {
         assertEquals("0", rdma.get("hdfsFallbacks"), rdma.toString());
         assertEquals("0", rdma.get("hdfsDeclined"), rdma.toString());
         assertEquals("2", rdma.get("executors"), rdma.toString());
-        assertEquals("tcp tcp", rdma.get("providers"), "both executors run RDMA shuffle: " + rdma);
+        String provider = PROVIDER == null ? "tcp" : PROVIDER;
+        assertEquals(provider + " " + provider, rdma.get("providers"), "both executors run RDMA shuffle: " + rdma);
         assertEquals("0", rdma.get("shuffleAppFallbacks"), rdma.toString());
         assertEquals("0", rdma.get("shuffleFetchFallbacks"), rdma.toString());
         assertEquals(String.valueOf(BLOCKS), rdma.get("shufflePublishedMaps"), "every map output published: " + rdma);
@@ -142,6 +167,16 @@ class BothPluginsOneClassPathTest {
         command.add("-Dspark.test.home=" + sparkTestHome());
         // the system property (not the conf) makes local-cluster's workers start executors with this JVM's class path
         command.add("-Dspark.testing=1");
+        command.add("-D" + BothPluginsJob.ADDRESS_PROPERTY + "=" + SPARK_ADDRESS);
+        // SparkConf reads spark.* system properties; the job hands spark.hadoop.dfs.rdma.* to its HDFS reads
+        Map<String, String> client = new TreeMap<>(TRANSPORT);
+        client.putAll(HDFS_CLIENT);
+        if (PROVIDER != null) {
+            command.add("-Dspark.shuffle.rdma.provider=" + PROVIDER);
+            client.put("provider", PROVIDER);
+        }
+        TRANSPORT.forEach((k, v) -> command.add("-Dspark.shuffle.rdma." + k + "=" + v));
+        client.forEach((k, v) -> command.add("-Dspark.hadoop.dfs.rdma." + k + "=" + v));
         command.add("-cp");
         command.add(cp.stream().map(Path::toString).collect(Collectors.joining(File.pathSeparator)));
         command.add("org.apache.spark.deploy.SparkSubmit");
@@ -154,7 +189,7 @@ class BothPluginsOneClassPathTest {
         Path log = work.resolve(runs.replace(',', '-') + (jars != null ? "-jars" : "-classpath") + ".log");
         ProcessBuilder pb = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
         pb.environment().put("SPARK_TESTING", "1");
-        pb.environment().put("SPARK_LOCAL_IP", "127.0.0.1");
+        pb.environment().put("SPARK_LOCAL_IP", SPARK_ADDRESS);
         pb.environment().putIfAbsent("SPARK_SCALA_VERSION", System.getProperty("rdma.scala.binary.version", "2.13"));
         long began = System.nanoTime();
         Process p = pb.start();
@@ -194,6 +229,42 @@ class BothPluginsOneClassPathTest {
         Skip.unless(path != null && Files.isRegularFile(Path.of(path)),
                 "no plug-in jar at " + path + " (" + property + "): the jars are built in the package phase (mvn verify)");
         return Path.of(path).toAbsolutePath().normalize();
+    }
+
+    /** The NameNode's and DataNodes' settings (the DataNode plug-in's among them) from the rdma.both.* properties. */
+    private static Map<String, String> dfsSettings() {
+        Map<String, String> dfs = new TreeMap<>();
+        if (PROVIDER != null) {
+            dfs.put("dfs.datanode.rdma.provider", PROVIDER);
+        }
+        TRANSPORT.forEach((k, v) -> dfs.put("dfs.datanode.rdma." + k, v));
+        if (DATANODE_ADDRESS != null) {
+            dfs.put("dfs.datanode.address", DATANODE_ADDRESS + ":0");
+            dfs.put("dfs.datanode.http.address", DATANODE_ADDRESS + ":0");
+            dfs.put("dfs.datanode.ipc.address", DATANODE_ADDRESS + ":0");
+            // the address has no name to resolve to
+            dfs.put("dfs.namenode.datanode.registration.ip-hostname-check", "false");
+        }
+        if (NAMENODE_ADDRESS != null) {
+            dfs.put("dfs.namenode.servicerpc-address", NAMENODE_ADDRESS + ":0");
+        }
+        return dfs;
+    }
+
+    /** The NAME=VALUE,... pairs of a system property (none when unset). */
+    private static Map<String, String> settings(String property) {
+        Map<String, String> pairs = new TreeMap<>();
+        for (String pair : System.getProperty(property, "").split(",")) {
+            if (pair.isBlank()) {
+                continue;
+            }
+            int eq = pair.indexOf('=');
+            if (eq <= 0) {
+                throw new IllegalArgumentException(property + ": \"" + pair + "\" is not NAME=VALUE");
+            }
+            pairs.put(pair.substring(0, eq).trim(), pair.substring(eq + 1).trim());
+        }
+        return pairs;
     }
 
     private static String sparkTestHome() throws IOException {

@@ -27,8 +27,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * in-flight verbs READs through the policy layer. host1 serves {@value #BLOCKS} blocks ({@link RingPeer}
  * serve: RDMA and a TCP fallback path), host2 reads them all once per round ({@link RingPeer} read);
  * the faults act on host1's link: its bridge port ({@code RDMA_VM_HOST1_PORT}) down and up, and
- * {@code tc netem} on both ends of it; host1's JVM stopped (SIGSTOP) and replaced (SIGKILL, then a new process
- * at the same address and ports) under a reader holding its descriptors. Every round must deliver every block
+ * {@code tc netem} (loss, delay and reordering; bit flips) on both ends of it; both hosts' ports at once (a switch
+ * flap); host1's JVM stopped (SIGSTOP) and replaced (SIGKILL, then a new process at the same address and ports)
+ * under a reader holding its descriptors. Every round must deliver every block
  * exactly once with the seed's bytes; the report prints a table (recovery, reconnects, fallbacks, lost, duplicated).
  * Skipped, saying so, without a cluster.
  */

@@ -7,6 +7,7 @@ import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.faulty.FaultyNode;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
+import io.rdmaplane.rdma.testing.Polling;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.time.Duration;
@@ -54,6 +55,10 @@ class ReconnectStormTest {
                 connections.add(client.dedicated(serverNode.localAddress()));
             }
             roundTripOnEach(connections);
+            // A data channel joins its control session after the session is up: one still joining when the cut
+            // comes is not a broken READY channel, and would be missing from the count below.
+            Polling.waitUntil(() -> connections.stream().allMatch(c -> c.state(TrafficClass.DATA) == ChannelState.READY),
+                    Duration.ofSeconds(60), () -> "every data channel READY before the cut");
             planned.clear();
             started.clear();
 

@@ -29,13 +29,6 @@ RDMA_VM_PROG=hdfs-verbs
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-counters() { # dev: "name=value ..." of the rxe port's hw counters (one process: a fork costs much in the guest)
-  awk 'FNR == 1 { n = FILENAME; sub(".*/", "", n); printf "%s=%s ", n, $1 }' "/sys/class/infiniband/$1/ports/1/hw_counters"/* || true
-}
-counter() { # "name=value ..." name
-  tr ' ' '\n' <<< "$1" | sed -n "s/^$2=//p"
-}
-
 # ---------------------------------------------------------------- inside the VM
 if [ "${1:-}" = --in-vm ]; then
   plan=$2

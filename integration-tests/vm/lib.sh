@@ -110,3 +110,11 @@ vm_perftest() {
   timeout 120 "$tool" -d "$RDMA_VM_DEV_B" -p "$port" -F "$@" "$RDMA_VM_ADDR_A" || true
   wait "$server" || true
 }
+
+# In the guest: an rxe port's hw counters, for the scripts that check a device moved (hdfs-verbs, both-verbs).
+counters() { # dev: "name=value ..." of the rxe port's hw counters (one process: a fork costs much in the guest)
+  awk 'FNR == 1 { n = FILENAME; sub(".*/", "", n); printf "%s=%s ", n, $1 }' "/sys/class/infiniband/$1/ports/1/hw_counters"/* || true
+}
+counter() { # "name=value ..." name
+  tr ' ' '\n' <<< "$1" | sed -n "s/^$2=//p"
+}

@@ -7,6 +7,8 @@ import io.rdmaplane.rdma.config.ConfigException;
 import io.rdmaplane.rdma.policy.PeerConnection;
 import java.net.InetSocketAddress;
 import java.net.URI;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.ReplicaAccessor;
@@ -47,6 +49,16 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
     /** The client counters of this JVM ({@code hdfs.client.*}) and the policy layer's ({@code rdma.*}). */
     public static MetricRegistry metrics() {
         return RdmaClientContext.registry();
+    }
+
+    /**
+     * This JVM's {@code hdfs.client.*} counters as plain numbers, for callers that cannot link {@link #metrics()}'s
+     * type: the HDFS plug-in jar relocates it (e.g. a Spark application reporting what its executors read).
+     */
+    public static Map<String, Long> clientCounters() {
+        Map<String, Long> out = new TreeMap<>();
+        metrics().getCounters((name, metric) -> name.startsWith("hdfs.client.")).forEach((name, c) -> out.put(name, c.getCount()));
+        return out;
     }
 
     @Override

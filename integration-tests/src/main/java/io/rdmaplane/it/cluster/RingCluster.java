@@ -192,7 +192,8 @@ public final class RingCluster implements AutoCloseable {
 
     private static boolean isAppClass(String fileName) {
         return fileName.startsWith(RingJob.class.getSimpleName()) || fileName.startsWith(RingHdfsRead.class.getSimpleName())
-                || fileName.startsWith(RingStaleRead.class.getSimpleName());
+                || fileName.startsWith(RingStaleRead.class.getSimpleName()) || fileName.startsWith("RingTpcds")
+                || fileName.startsWith("TpcdsTables");
     }
 
     boolean spark() {
@@ -252,14 +253,36 @@ public final class RingCluster implements AutoCloseable {
         if (rdma) {
             conf.put("spark.shuffle.manager", RDMA_MANAGER);
         }
+        List<String> executorClassPath = new ArrayList<>();
+        if (hdfs()) {
+            // the ring's HDFS is the application's filesystem (RingTpcds writes and reads its tables there)
+            conf.put("spark.hadoop.fs.defaultFS", "hdfs://" + ring.address(0) + ":" + NAMENODE_RPC);
+            conf.put("spark.hadoop.dfs.replication", "2"); // a killed DataNode leaves a replica
+            conf.put("spark.hadoop.dfs.blocksize", String.valueOf(BLOCK_SIZE));
+            // row groups and scan splits of one block: a table's scan is several tasks, each reading blocks of its own
+            conf.put("spark.hadoop.parquet.block.size", String.valueOf(BLOCK_SIZE));
+            conf.put("spark.sql.files.maxPartitionBytes", String.valueOf(BLOCK_SIZE));
+            // joins shuffle (no broadcast), into partitions AQE keeps, so a query's reduce stages are tasks on both executors
+            conf.put("spark.sql.autoBroadcastJoinThreshold", "-1");
+            conf.put("spark.sql.shuffle.partitions", "8");
+            conf.put("spark.sql.adaptive.coalescePartitions.enabled", "false");
+            if (rdma) {
+                conf.put("spark.hadoop.dfs.client.replica.accessor.builder.classes", "io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder");
+                transport.forEach((k, v) -> conf.put("spark.hadoop.dfs.rdma." + k, v));
+                executorClassPath.add(lines.hdfsPlugin().toString()); // a Hadoop client plug-in: the executors' class path
+            }
+        }
         conf.putAll(extra);
         List<String> args = new ArrayList<>(List.of("--master", masterUrl(), "--deploy-mode", "client", "--name", name,
                 "--class", RingJob.class.getName()));
         if (lines.sparkPluginOn() == RingLines.PluginOn.JARS) {
             args.addAll(List.of("--jars", lines.sparkPlugin().toString()));
         } else {
-            conf.put("spark.driver.extraClassPath", lines.sparkPlugin().toString());
-            conf.put("spark.executor.extraClassPath", lines.sparkPlugin().toString());
+            executorClassPath.add(0, lines.sparkPlugin().toString());
+        }
+        if (!executorClassPath.isEmpty()) {
+            conf.put("spark.driver.extraClassPath", String.join(java.io.File.pathSeparator, executorClassPath));
+            conf.put("spark.executor.extraClassPath", String.join(java.io.File.pathSeparator, executorClassPath));
         }
         conf.forEach((k, v) -> {
             args.add("--conf");
@@ -280,6 +303,10 @@ public final class RingCluster implements AutoCloseable {
         if (lines.sparkPluginOn() == RingLines.PluginOn.EXTRA_CLASS_PATH) {
             cp.add(lines.sparkPlugin()); // spark.driver.extraClassPath: what spark-submit's launcher puts on the driver JVM's class path
         }
+        if (rdma && hdfs()) {
+            cp.add(lines.hdfsPlugin()); // the same for the HDFS client plug-in
+        }
+        cp.addAll(lines.appJars()); // the application's own dependencies, on its driver's class path
         RingProcess p = spawn(0, "driver-" + name, RingProcess.java("512m", cp, jvm, "org.apache.spark.deploy.SparkSubmit",
                 submitArgs(name, rdma, extra)), sparkEnv(0));
         RingDriver driver = new RingDriver(this, p);

@@ -30,6 +30,35 @@ public final class RingDriver implements AutoCloseable {
         }
     }
 
+    /**
+     * What one {@code tpcds-query} gave: the row count, the order-free hash of its rows, its rows sorted (the file the
+     * application wrote), the job time, the shuffle blocks its tasks fetched from other executors, and the stage
+     * resubmits (fetch failures) the driver logged while it ran.
+     */
+    public record QueryResult(String query, boolean failed, String failure, long rows, String hash, List<String> sortedRows, long millis,
+            long remoteBlocks, int stageResubmits) {
+        /** The same rows as {@code baseline} (a successful run of the same query): count, hash and every row. */
+        public boolean equalsBaseline(QueryResult baseline) {
+            return !failed && rows == baseline.rows && hash.equals(baseline.hash) && sortedRows.equals(baseline.sortedRows);
+        }
+
+        /** Rows of {@code baseline} missing here, and rows here beyond {@code baseline}'s (as multisets): lost and duplicated. */
+        public long[] lostAndDuplicated(QueryResult baseline) {
+            Map<String, Integer> count = new java.util.HashMap<>();
+            baseline.sortedRows.forEach(r -> count.merge(r, 1, Integer::sum));
+            sortedRows.forEach(r -> count.merge(r, -1, Integer::sum));
+            long lost = count.values().stream().filter(c -> c > 0).mapToLong(c -> c).sum();
+            long duplicated = -count.values().stream().filter(c -> c < 0).mapToLong(c -> c).sum();
+            return new long[] {lost, duplicated};
+        }
+
+        @Override
+        public String toString() {
+            return failed ? query + " FAILED " + failure : query + " rows=" + rows + " hash=" + hash + " millis=" + millis + " remoteBlocks="
+                    + remoteBlocks + " stageResubmits=" + stageResubmits;
+        }
+    }
+
     /** One {@code report}: each executor's facts by executor id, and the driver's counters. */
     public record Reports(Map<String, Map<String, String>> executors, Map<String, String> driver) {
         long sum(String counter) {
@@ -86,6 +115,56 @@ public final class RingDriver implements AutoCloseable {
         Map<String, String> f = fields(line.substring(("RING-RESULT " + name + " ").length()), " ");
         return new Result(name, false, "", Long.parseLong(f.get("count")), f.get("hash"), Long.parseLong(f.get("expectedCount")),
                 f.get("expectedHash"), Long.parseLong(f.get("millis")), resubmits);
+    }
+
+    /**
+     * Runs TPC-DS {@code query} over {@code tables} under {@code base} (in the application's filesystem), its sorted
+     * rows written to {@code out}; {@code atMoment} (a fault) runs when the application announces {@code moment}
+     * ({@code RING-READING}: its first task done, the scans reading; {@code RING-REDUCING}: its first stage reading
+     * shuffle output submitted), before its result is awaited.
+     */
+    public QueryResult query(String query, String base, java.nio.file.Path out, List<String> tables, String moment, Runnable atMoment,
+            Duration deadline) {
+        resubmits = 0;
+        try {
+            java.nio.file.Files.deleteIfExists(out);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        process.send("tpcds-query " + query + " " + base + " " + out + " " + String.join(" ", tables));
+        String failedPrefix = "RING-FAILED " + query + " ";
+        if (atMoment != null) {
+            String line = awaitLine(l -> l.equals(moment + " " + query) || l.startsWith(failedPrefix), deadline, moment + " " + query);
+            if (line.startsWith("RING-FAILED")) {
+                return new QueryResult(query, true, line, 0, "", List.of(), 0, 0, resubmits);
+            }
+            atMoment.run();
+        }
+        String line = awaitLine(l -> l.startsWith("RING-TPCDS-RESULT " + query + " ") || l.startsWith(failedPrefix), deadline,
+                "the result of TPC-DS " + query);
+        if (line.startsWith("RING-FAILED")) {
+            return new QueryResult(query, true, line, 0, "", List.of(), 0, 0, resubmits);
+        }
+        Map<String, String> f = fields(line.substring(("RING-TPCDS-RESULT " + query + " ").length()), " ");
+        try {
+            return new QueryResult(query, false, "", Long.parseLong(f.get("rows")), f.get("hash"), java.nio.file.Files.readAllLines(out),
+                    Long.parseLong(f.get("millis")), Long.parseLong(f.get("remoteBlocks")), resubmits);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * Generates the TPC-DS {@code tables} and writes them as Parquet under {@code base}, in the application's filesystem,
+     * with only the {@code columns} named.
+     */
+    public void writeTpcds(String base, java.util.Collection<String> columns, List<String> tables, Duration deadline) {
+        process.send("tpcds-write " + base + " columns=" + String.join(",", columns) + " " + String.join(" ", tables));
+        String line = awaitLine(l -> l.startsWith("RING-TPCDS-WRITTEN") || l.startsWith("RING-FAILED " + base + " "), deadline,
+                "the TPC-DS tables written");
+        if (line.startsWith("RING-FAILED")) {
+            throw new IllegalStateException("writing the TPC-DS tables under " + base + ": " + line + "\n" + cluster.tails());
+        }
     }
 
     private Result failed(String name, String line) {

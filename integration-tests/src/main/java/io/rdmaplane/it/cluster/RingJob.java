@@ -1,5 +1,6 @@
 package io.rdmaplane.it.cluster;
 
+import io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder;
 import io.rdmaplane.spark.RdmaShuffleManager;
 import java.io.BufferedReader;
 import java.io.File;
@@ -39,13 +40,18 @@ import scala.Tuple2;
  * moment a fault is injected), then {@code RING-RESULT NAME count=.. hash=.. expectedCount=..
  * expectedHash=.. millis=..} or {@code RING-FAILED NAME why}. The hash is an order-free sum over the records,
  * so a lost or duplicated record changes count or hash.</li>
- * <li>{@code report EXECUTORS}: one {@code RING-REPORT} line per executor (its RDMA report, pid, host, Spark version,
- * threads, open files), a {@code RING-DRIVER} line, then {@code RING-REPORT-END}.</li>
+ * <li>{@code tpcds-write BASE TABLE...} and {@code tpcds-query NAME BASE OUT TABLE...}: TPC-DS tables written into
+ * the default filesystem (the ring's HDFS) and a query over them ({@link RingTpcds}).</li>
+ * <li>{@code report EXECUTORS}: one {@code RING-REPORT} line per executor (its RDMA report, its HDFS client plug-in's
+ * {@code hdfs.client.*} counters when it has the plug-in, pid, host, Spark version, threads, open files), a
+ * {@code RING-DRIVER} line, then {@code RING-REPORT-END}.</li>
  * <li>{@code quit}.</li>
  * </ul>
  */
 public final class RingJob {
     private static final Set<String> ANNOUNCED = ConcurrentHashMap.newKeySet();
+    /** The runs whose first finished task was announced ({@code RING-READING}). */
+    private static final Set<String> READING = ConcurrentHashMap.newKeySet();
     private static volatile String running;
     /** The running shuffle's id, and its map tasks' ids (Spark's map ids) by the executor that ran them. */
     private static volatile int runningShuffle = -1;
@@ -59,6 +65,10 @@ public final class RingJob {
             sc.sc().addSparkListener(new SparkListener() {
                 @Override
                 public void onTaskEnd(SparkListenerTaskEnd end) {
+                    String name = running;
+                    if (name != null && end.taskInfo().successful() && READING.add(name)) {
+                        say("RING-READING " + name);
+                    }
                     if (running != null && "ShuffleMapTask".equals(end.taskType()) && end.taskInfo().successful()) {
                         MAPS.computeIfAbsent(end.taskInfo().executorId(), e -> new java.util.concurrent.CopyOnWriteArrayList<>())
                                 .add(end.taskInfo().taskId());
@@ -85,6 +95,8 @@ public final class RingJob {
                     switch (w[0]) {
                         case "shuffle" -> shuffle(sc, w[1], Long.parseLong(w[2]), Integer.parseInt(w[3]), Integer.parseInt(w[4]),
                                 Long.parseLong(w[5]));
+                        case "tpcds-write" -> RingTpcds.write(sc, w[1], List.of(w).subList(2, w.length));
+                        case "tpcds-query" -> RingTpcds.query(sc, w[1], w[2], java.nio.file.Path.of(w[3]), List.of(w).subList(4, w.length));
                         case "report" -> report(sc, Integer.parseInt(w[1]));
                         case "quit" -> {
                             say("RING-BYE");
@@ -104,11 +116,22 @@ public final class RingJob {
         System.out.flush();
     }
 
+    /** A run named {@code name} begins: the listener announces its moments ({@code RING-READING}, {@code RING-REDUCING}) once each. */
+    static void begin(String name) {
+        MAPS.clear();
+        ANNOUNCED.remove(name);
+        READING.remove(name);
+        running = name;
+    }
+
+    static void end() {
+        running = null;
+    }
+
     private static void shuffle(JavaSparkContext sc, String name, long records, int maps, int reduces, long slowMillis) {
         long perMap = records / maps;
         long started = System.nanoTime();
-        MAPS.clear();
-        running = name;
+        begin(name);
         List<long[]> parts;
         try {
             JavaRDD<Integer> seeds = sc.parallelize(range(maps), maps);
@@ -135,7 +158,7 @@ public final class RingJob {
                     })
                     .collect();
         } finally {
-            running = null;
+            end();
         }
         long millis = (System.nanoTime() - started) / 1_000_000;
         long count = 0;
@@ -171,6 +194,11 @@ public final class RingJob {
     /** This executor's RDMA report plus what an operator sees from outside: pid, host, threads, open files. */
     private static Map<String, String> executorFacts() {
         Map<String, String> r = new HashMap<>(RdmaShuffleManager.executorReport());
+        try {
+            RdmaReplicaAccessorBuilder.clientCounters().forEach((name, count) -> r.put(name, String.valueOf(count)));
+        } catch (NoClassDefFoundError noPlugin) {
+            // an application without the HDFS client plug-in (the sort-shuffle baseline reads with the stock client)
+        }
         r.put("pid", String.valueOf(ProcessHandle.current().pid()));
         r.put("host", SparkEnv.get().blockManager().blockManagerId().host());
         r.put("sparkVersion", org.apache.spark.package$.MODULE$.SPARK_VERSION()); // the Spark this executor JVM runs

@@ -16,10 +16,11 @@ import java.util.stream.Stream;
  * goes) and a Hadoop line (the jars of its daemons and client, the HDFS plug-in jar). A class path is the input,
  * so the same ring runs any line whose jars a build resolved; {@link #fromTestClassPath} takes this module's own.
  * A null plug-in jar leaves that side out ({@link #sparkOnly()}, {@link #hdfsOnly()}): the ring starts only what
- * a line's deployment test needs.
+ * a line's deployment test needs. {@code appJars}: what the ring's Spark application brings beside Spark's jars (the
+ * TPC-DS generator its driver writes the tables with), on its driver's class path only.
  */
 public record RingLines(List<Path> sparkJars, String scalaVersion, Path sparkPlugin, PluginOn sparkPluginOn, List<Path> hadoopJars,
-        Path hdfsPlugin) {
+        Path hdfsPlugin, List<Path> appJars) {
     /**
      * Where the Spark plug-in jar goes, as users deploy it (README, the lines table): {@code --jars} on Spark 4, whose
      * executors create the shuffle manager after fetching the application's jars; on Spark 3.5, which creates it with
@@ -53,6 +54,8 @@ public record RingLines(List<Path> sparkJars, String scalaVersion, Path sparkPlu
     static final List<String> HADOOP = List.of("/org/apache/hadoop/hadoop-client-", "/org/slf4j/slf4j-api/", "/org/slf4j/slf4j-simple/", "/org/slf4j/jcl-over-slf4j/",
             "/commons-logging/", "/org/apache/logging/log4j/log4j-api/", "/org/apache/logging/log4j/log4j-1.2-api/",
             "/org/apache/logging/log4j/log4j-core/", "/com/google/code/findbugs/jsr305/", "/org/xerial/snappy/");
+    /** The jars of the application's own dependencies (not Spark's, not Hadoop's): the TPC-DS generator. */
+    static final List<String> APP = List.of("/io/trino/tpcds/");
     /** The logging provider every ring JVM gets (Spark's log4j binding is not on this module's class path). */
     static final String SLF4J_SIMPLE = "/org/slf4j/slf4j-simple/";
     private static final String SPARK_CORE = "spark-core_";
@@ -67,6 +70,7 @@ public record RingLines(List<Path> sparkJars, String scalaVersion, Path sparkPlu
             files.addAll(hadoopJars);
             files.add(hdfsPlugin);
         }
+        files.addAll(appJars);
         for (Path p : files) {
             if (!Files.isRegularFile(p)) {
                 throw new IllegalArgumentException("ring: no file " + p + " (a Spark or Hadoop line's jar, or a plug-in jar; the"
@@ -80,12 +84,12 @@ public record RingLines(List<Path> sparkJars, String scalaVersion, Path sparkPlu
 
     /** The Spark side only (a Spark line's deployment test: no HDFS daemons). */
     public RingLines sparkOnly() {
-        return new RingLines(sparkJars, scalaVersion, sparkPlugin, sparkPluginOn, List.of(), null);
+        return new RingLines(sparkJars, scalaVersion, sparkPlugin, sparkPluginOn, List.of(), null, appJars);
     }
 
     /** The HDFS side only (a Hadoop line's deployment test: no Spark daemons). */
     public RingLines hdfsOnly() {
-        return new RingLines(List.of(), scalaVersion, null, sparkPluginOn, hadoopJars, hdfsPlugin);
+        return new RingLines(List.of(), scalaVersion, null, sparkPluginOn, hadoopJars, hdfsPlugin, appJars);
     }
 
     /** The Spark version of the line's spark-core jar (its file name: spark-core_SCALA-VERSION.jar). */
@@ -107,6 +111,7 @@ public record RingLines(List<Path> sparkJars, String scalaVersion, Path sparkPlu
     public static RingLines fromClassPath(List<Path> classPath, Path sparkPlugin, Path hdfsPlugin) {
         List<Path> spark = new ArrayList<>();
         List<Path> hadoop = new ArrayList<>();
+        List<Path> app = new ArrayList<>();
         for (Path p : classPath) {
             String s = p.toString().replace('\\', '/');
             if (!s.endsWith(".jar")) {
@@ -122,10 +127,13 @@ public record RingLines(List<Path> sparkJars, String scalaVersion, Path sparkPlu
             if (HADOOP.stream().anyMatch(s::contains)) {
                 hadoop.add(p);
             }
+            if (APP.stream().anyMatch(s::contains)) {
+                app.add(p);
+            }
         }
         String scala = spark.stream().map(p -> p.getFileName().toString()).filter(n -> n.startsWith(SPARK_CORE)).findFirst()
                 .map(n -> n.substring(SPARK_CORE.length(), n.indexOf('-', SPARK_CORE.length()))).orElse("?");
-        return new RingLines(spark, scala, sparkPlugin, PluginOn.forSpark(sparkVersion(spark)), hadoop, hdfsPlugin);
+        return new RingLines(spark, scala, sparkPlugin, PluginOn.forSpark(sparkVersion(spark)), hadoop, hdfsPlugin, app);
     }
 
     /** This module's test class path and plug-in jars, as Maven built them. */

@@ -25,6 +25,17 @@ public final class RingSession implements AutoCloseable {
     /** The shuffle every case runs: 16 maps into 16 reduce tasks of at least 300 ms each, so READs go on through the stage. */
     static final RingDriver.Workload WORKLOAD = new RingDriver.Workload(200_000, 16, 16, 300);
     static final Duration JOB_DEADLINE = Duration.ofMinutes(4);
+    /**
+     * The TPC-DS query every case runs too, over tables in the ring's HDFS: store_sales joined with date_dim and item,
+     * aggregated and ordered (three shuffles and a scan of several blocks per table; RingCluster turns broadcast joins off).
+     */
+    static final String QUERY = "q3";
+    static final List<String> TABLES = List.of("store_sales", "date_dim", "item");
+    /** The tables' columns q3 (and q55) read: the only ones written (Parquet reads no others). */
+    static final List<String> COLUMNS = List.of("ss_sold_date_sk", "ss_item_sk", "ss_ext_sales_price", "d_date_sk", "d_year", "d_moy",
+            "i_item_sk", "i_brand_id", "i_brand", "i_manufact_id", "i_manager_id");
+    /** Where the tables live in the ring's HDFS (written once per session, replication 2). */
+    static final String TPCDS_BASE = "/ring/tpcds";
 
     /** The faults of the fault-ring issue's section 2 that the host ring runs (netem needs sch_netem: the VM ring). */
     public enum Fault {
@@ -52,7 +63,20 @@ public final class RingSession implements AutoCloseable {
      */
     public record Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long suspected,
             long reconnects, long fallbackFetch, long fallbackShuffle, long fallbackApp, int stageResubmits, long rdmaBlocks, int replaced,
-            long settledMillis, String resources, String leaks, String staleReads, long lost, long duplicated) {
+            long settledMillis, String resources, String leaks, String staleReads, long lost, long duplicated, QueryRow query) {
+        /** A row without the query's part (a ring without HDFS runs none). */
+        public Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long suspected,
+                long reconnects, long fallbackFetch, long fallbackShuffle, long fallbackApp, int stageResubmits, long rdmaBlocks, int replaced,
+                long settledMillis, String resources, String leaks, String staleReads, long lost, long duplicated) {
+            this(fault, ok, detail, jobMillis, extraMillis, recoveredMillis, suspected, reconnects, fallbackFetch, fallbackShuffle, fallbackApp,
+                    stageResubmits, rdmaBlocks, replaced, settledMillis, resources, leaks, staleReads, lost, duplicated, QueryRow.NONE);
+        }
+
+        Row withQuery(QueryRow q) {
+            return new Row(fault, ok, detail, jobMillis, extraMillis, recoveredMillis, suspected, reconnects, fallbackFetch, fallbackShuffle,
+                    fallbackApp, stageResubmits, rdmaBlocks, replaced, settledMillis, resources, leaks, staleReads, lost, duplicated, q);
+        }
+
         public static String header() {
             return String.format(Locale.ROOT, "%-18s %-6s %8s %9s %10s %5s %5s %6s %5s %5s %6s %7s %4s %7s  %s", "case", "result", "job ms", "+ms",
                     "recover ms", "susp", "recon", "fb.fet", "fb.sh", "fb.ap", "stage.", "rdma.bl", "repl", "settle",
@@ -65,7 +89,25 @@ public final class RingSession implements AutoCloseable {
                     replaced, settledMillis, leaks.isEmpty() ? "back to baseline" : "LEAK " + leaks)
                     + (resources.isEmpty() ? "" : "\n    " + resources.replace("; ", "\n    "))
                     + (staleReads.isEmpty() ? "" : "\n    stale descriptors: " + staleReads)
-                    + (detail.isEmpty() ? "" : "\n    " + detail);
+                    + (detail.isEmpty() ? "" : "\n    " + detail)
+                    + (query == QueryRow.NONE ? "" : "\n    " + query.line());
+        }
+    }
+
+    /**
+     * The TPC-DS query's outcome under the same fault, injected again while the query runs: its rows equal the
+     * baseline's (sort shuffle, stock HDFS reader) or not, its time and the time past the second clean RDMA run's, from the
+     * fault's end to its result, the fallbacks (shuffle fetches to Netty, HDFS block reads to TCP), stage resubmits,
+     * RDMA blocks fetched, and the baseline's rows lost or duplicated.
+     */
+    public record QueryRow(String query, boolean ok, long jobMillis, long extraMillis, long recoveredMillis, long fallbackFetch,
+            long hdfsFallbacks, int stageResubmits, long rdmaBlocks, long lost, long duplicated, String detail) {
+        static final QueryRow NONE = new QueryRow("none", true, 0, 0, 0, 0, 0, 0, 0, 0, 0, "no TPC-DS query (a ring without HDFS)");
+
+        public String line() {
+            return String.format(Locale.ROOT, "tpcds %s: %s job %d ms (+%d), recovered %d ms, fb.fetch %d, hdfs fb %d, stage resubmits %d,"
+                    + " rdma blocks %d, lost %d, duplicated %d%s", query, ok ? "same rows" : "DIFF", jobMillis, extraMillis, recoveredMillis,
+                    fallbackFetch, hdfsFallbacks, stageResubmits, rdmaBlocks, lost, duplicated, detail.isEmpty() ? "" : "; " + detail);
         }
     }
 
@@ -82,13 +124,25 @@ public final class RingSession implements AutoCloseable {
     final RingDriver.Reports reportsAfterBaseline;
     /** A clean RDMA run after the first (warm): what a fault's extra time is measured against. */
     final RingDriver.Result clean;
+    /** The TPC-DS query under sort shuffle with the stock HDFS reader (the baseline), and its first RDMA run; null without HDFS. */
+    final RingDriver.QueryResult sortQuery;
+    final RingDriver.QueryResult rdmaQuery;
+    /** The executors' reports after the RDMA application's first query (against {@link #reportsAfterBaseline}: what it did). */
+    final RingDriver.Reports reportsAfterQuery;
+    /** A second clean RDMA run of the query, warm like the faulted ones: what a fault's extra time is measured against. */
+    private final RingDriver.QueryResult cleanQuery;
     private final RingDriver rdma;
     /** The executors that have run a whole RDMA shuffle (the baseline of a fault is measured with these only). */
     private Set<String> warmExecutors;
 
     private RingSession(HostRing ring, RingCluster cluster, RingDriver.Result sort, RingDriver rdma, RingDriver.Result rdmaBaseline,
-            RingDriver.Result clean, RingDriver.Reports reports) {
+            RingDriver.Result clean, RingDriver.Reports reports, RingDriver.QueryResult sortQuery, RingDriver.QueryResult rdmaQuery,
+            RingDriver.Reports reportsAfterQuery, RingDriver.QueryResult cleanQuery) {
         this.clean = clean;
+        this.cleanQuery = cleanQuery;
+        this.sortQuery = sortQuery;
+        this.rdmaQuery = rdmaQuery;
+        this.reportsAfterQuery = reportsAfterQuery;
         this.ring = ring;
         this.cluster = cluster;
         this.sortBaseline = sort;
@@ -105,16 +159,40 @@ public final class RingSession implements AutoCloseable {
         try {
             cluster = RingCluster.start(ring, lines, dir, limit);
             RingDriver.Result sort;
+            RingDriver.QueryResult sortQuery = null;
             try (RingDriver baseline = cluster.submit("sort", false, Map.of())) {
                 sort = baseline.shuffle("baseline", WORKLOAD, null, JOB_DEADLINE);
+                if (cluster.hdfs()) {
+                    long t0 = System.nanoTime();
+                    baseline.writeTpcds(TPCDS_BASE, COLUMNS, TABLES, JOB_DEADLINE);
+                    long t1 = System.nanoTime();
+                    sortQuery = baseline.query(QUERY, TPCDS_BASE, queryOut(cluster, "sort"), TABLES, null, null, JOB_DEADLINE);
+                    System.out.printf(Locale.ROOT, "ring: TPC-DS tables %s (scale %s) written into HDFS in %d ms; %s under sort shuffle, stock HDFS:"
+                            + " %s%n", TABLES, TpcdsTables.SCALE, (t1 - t0) / 1_000_000, QUERY, sortQuery);
+                    if (sortQuery.failed() || sortQuery.rows() == 0) {
+                        throw new IllegalStateException("the TPC-DS baseline gave " + sortQuery + "\n" + cluster.tails());
+                    }
+                }
             }
             RingDriver rdma = cluster.submit("rdma", true, Map.of());
             RingDriver.Result first = rdma.shuffle("baseline", WORKLOAD, null, JOB_DEADLINE);
             RingDriver.Reports reports = rdma.report(cluster.workers, Duration.ofMinutes(2));
+            RingDriver.QueryResult rdmaQuery = null;
+            RingDriver.Reports afterQuery = null;
+            RingDriver.QueryResult cleanQuery = null;
+            if (sortQuery != null) {
+                rdmaQuery = rdma.query(QUERY, TPCDS_BASE, queryOut(cluster, "rdma"), TABLES, null, null, JOB_DEADLINE);
+                afterQuery = rdma.report(cluster.workers, Duration.ofMinutes(2));
+                cleanQuery = rdma.query(QUERY, TPCDS_BASE, queryOut(cluster, "clean"), TABLES, null, null, JOB_DEADLINE);
+                System.out.println("ring: " + QUERY + " under RDMA shuffle, HDFS plug-in: " + rdmaQuery + "\nring: " + QUERY + " again: " + cleanQuery);
+                if (!cleanQuery.equalsBaseline(sortQuery)) {
+                    throw new IllegalStateException("the clean RDMA run of " + QUERY + " gave " + cleanQuery + " against " + sortQuery);
+                }
+            }
             // a second clean run, warm like the faulted ones: the time a fault adds is measured against it
             RingDriver.Result clean = rdma.shuffle("clean", WORKLOAD, null, JOB_DEADLINE);
             System.out.println("ring: sort shuffle " + sort + "\nring: rdma shuffle " + first + "\nring: rdma shuffle again " + clean);
-            return new RingSession(ring, cluster, sort, rdma, first, clean, reports);
+            return new RingSession(ring, cluster, sort, rdma, first, clean, reports, sortQuery, rdmaQuery, afterQuery, cleanQuery);
         } catch (RuntimeException | Error e) {
             if (cluster != null) {
                 System.out.println("ring: start failed: " + e.getMessage() + "\n" + cluster.tails());
@@ -185,7 +263,68 @@ public final class RingSession implements AutoCloseable {
 
     /** Runs {@code fault} against the running cluster; the row says whether the output equals the baseline. */
     public Row run(Fault fault) {
-        return fault == Fault.KILL_DATANODE ? killDataNodeMidRead() : sparkFault(fault);
+        Row row = fault == Fault.KILL_DATANODE ? killDataNodeMidRead() : sparkFault(fault);
+        return row.withQuery(queryUnder(fault));
+    }
+
+    /** The local file a query run's sorted rows go to (the application writes it; the harness compares it). */
+    private static Path queryOut(RingCluster cluster, String run) {
+        return cluster.dir.resolve("tpcds-" + QUERY + "-" + run + ".rows");
+    }
+
+    /**
+     * The TPC-DS query with {@code fault} injected again while it runs: KILL_DATANODE once its first task is done (its
+     * scans reading HDFS; DataNode 1 started again after), every other fault when its first stage reading shuffle
+     * output is submitted. Its rows are compared with the sort-shuffle, stock-HDFS baseline's.
+     */
+    private QueryRow queryUnder(Fault fault) {
+        if (sortQuery == null) {
+            return QueryRow.NONE;
+        }
+        RingDriver.Reports before = rdma.report(cluster.workers, Duration.ofMinutes(2));
+        StringBuilder detail = new StringBuilder();
+        long[] healed = {0};
+        String moment = fault == Fault.KILL_DATANODE ? "RING-READING" : "RING-REDUCING";
+        RingDriver.QueryResult r;
+        try {
+            r = rdma.query(QUERY, TPCDS_BASE, queryOut(cluster, fault.name().toLowerCase(Locale.ROOT)), TABLES, moment, () -> {
+                injectIntoQuery(fault, detail);
+                healed[0] = System.nanoTime();
+            }, JOB_DEADLINE);
+        } finally {
+            if (fault == Fault.KILL_DATANODE) {
+                cluster.restartDataNode(1);
+            }
+        }
+        long recovered = (System.nanoTime() - healed[0]) / 1_000_000;
+        RingDriver.Reports after = rdma.report(cluster.workers, Duration.ofMinutes(3));
+        boolean ok = r.equalsBaseline(sortQuery);
+        long[] lostAndDuplicated = r.failed() ? new long[] {sortQuery.rows(), 0} : r.lostAndDuplicated(sortQuery);
+        if (!ok) {
+            detail.append(" result ").append(r).append(" against the baseline ").append(sortQuery);
+        }
+        return new QueryRow(QUERY, ok, r.millis(), r.millis() - cleanQuery.millis(), recovered, delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
+                delta(before, after, "hdfs.client.fallbacks"), r.stageResubmits(), delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS),
+                lostAndDuplicated[0], lostAndDuplicated[1], detail.toString().trim());
+    }
+
+    /** {@code fault} into a running query: as into the shuffle, but an executor replaced without a stale reader. */
+    private void injectIntoQuery(Fault fault, StringBuilder detail) {
+        switch (fault) {
+            case KILL_DATANODE -> {
+                cluster.dataNodes.get(0).kill();
+                detail.append("DataNode 1 killed while the query's scans read");
+            }
+            case REPLACE_EXECUTOR -> {
+                ProcessHandle old = executor(1);
+                old.destroyForcibly();
+                String port = ring.address(1) + ":" + RingCluster.RDMA_PORT;
+                RingCluster.waitUntil(() -> cluster.executorsOn(1).stream().anyMatch(p -> p.pid() != old.pid()) && ring.listening(1).contains(port),
+                        Duration.ofMinutes(2), () -> "a new executor on host 1 listens on " + port);
+                detail.append("executor pid ").append(old.pid()).append(" replaced at ").append(port);
+            }
+            default -> inject(fault, detail);
+        }
     }
 
     private Row sparkFault(Fault fault) {

@@ -9,7 +9,7 @@ import java.util.Random;
 
 /**
  * The soak command: one host ring, then {@code rounds} rounds of a randomly chosen fault ({@link RingSession.Fault}),
- * until the rounds or {@code minutes} run out; a row per round and the summary line
+ * each hitting the shuffle and then the TPC-DS query over HDFS, until the rounds or {@code minutes} run out; a row per round and the summary line
  * {@code soak: R rounds, F faults, L lost, D duplicated, J failed jobs, K rounds leaked} (a round leaks when a process's
  * descriptors, rdma-* threads or registered bytes stay above their baseline once settled). Exits 1 unless all four are
  * 0, 2 when the ring cannot be built here.
@@ -61,9 +61,9 @@ public final class Soak {
                 System.out.println(String.format("%5d %s", round, row.line()));
                 done++;
                 faulted++;
-                lost += row.lost();
-                duplicated += row.duplicated();
-                if (!row.ok()) {
+                lost += row.lost() + row.query().lost();
+                duplicated += row.duplicated() + row.query().duplicated();
+                if (!row.ok() || !row.query().ok()) {
                     failed++;
                 }
                 if (!row.leaks().isEmpty()) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.testing.Skip;
+import io.rdmaplane.spark.ShuffleMetrics;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -53,7 +54,8 @@ class HostRingTest {
     /**
      * Runs {@code fault}; its output equals the baseline's, nothing lost or duplicated, the job did not fail, and once
      * settled every executor and DataNode that lived through it holds no more open descriptors, rdma-* threads and
-     * registered bytes than before it.
+     * registered bytes than before it. Then the same fault hits the TPC-DS query over HDFS: its rows equal the
+     * baseline's (sort shuffle, stock HDFS reader), none lost or duplicated, the query did not fail.
      */
     private static RingSession.Row assertRecovers(RingSession.Fault fault) {
         RingSession.Row row = session.run(fault);
@@ -63,6 +65,10 @@ class HostRingTest {
         assertEquals(0, row.duplicated(), row.line());
         assertTrue(row.ok(), row.line() + "\n" + session.cluster.tails());
         assertEquals("", row.leaks(), "resources did not return to their baseline within " + RingSession.SETTLE.toSeconds() + " s:\n" + row.line());
+        assertEquals(RingSession.QUERY, row.query().query(), row.line());
+        assertEquals(0, row.query().lost(), row.line());
+        assertEquals(0, row.query().duplicated(), row.line());
+        assertTrue(row.query().ok(), row.line() + "\n" + session.cluster.tails());
         return row;
     }
 
@@ -83,6 +89,31 @@ class HostRingTest {
     @Order(3)
     void hdfsShellCatAndGetReadThroughTheClientPluginBytesEqual() throws Exception {
         session.cluster.hdfsCatAndGet();
+    }
+
+    /**
+     * The TPC-DS query over tables in the ring's HDFS: under RDMA shuffle with the HDFS client plug-in its rows equal
+     * those under sort shuffle with the stock HDFS reader, and the executors fetched its shuffle blocks over RDMA and
+     * read its HDFS bytes over RDMA, with no fallback.
+     */
+    @Test
+    @Order(4)
+    void tpcdsQueryOverHdfsEqualsSortShuffleAndStockHdfsOverRdma() {
+        RingDriver.QueryResult sort = session.sortQuery;
+        RingDriver.QueryResult rdma = session.rdmaQuery;
+        assertTrue(!sort.failed() && sort.rows() > 0, "baseline " + sort);
+        assertTrue(rdma.equalsBaseline(sort), "rdma " + rdma + " against the baseline " + sort);
+        RingDriver.Reports before = session.reportsAfterBaseline;
+        RingDriver.Reports after = session.reportsAfterQuery;
+        assertEquals(before.executors().keySet(), after.executors().keySet(), "the same executors ran the shuffle and the query");
+        long blocks = after.sum(ShuffleMetrics.FETCH_RDMA_BLOCKS) - before.sum(ShuffleMetrics.FETCH_RDMA_BLOCKS);
+        long hdfsBytes = after.sum("hdfs.client.rdma.bytes") - before.sum("hdfs.client.rdma.bytes");
+        System.out.println("ring: " + RingSession.QUERY + " over RDMA: " + blocks + " shuffle blocks READ, " + hdfsBytes + " HDFS bytes READ by "
+                + after.executors().size() + " executors (" + rdma.remoteBlocks() + " remote blocks in Spark's task metrics)");
+        assertTrue(blocks > 0, "the query's shuffle blocks went over RDMA: " + after);
+        assertTrue(hdfsBytes > 0, "the query's HDFS reads went over RDMA: " + after);
+        assertEquals(0, after.sum(ShuffleMetrics.FALLBACK_FETCH) - before.sum(ShuffleMetrics.FALLBACK_FETCH), after.toString());
+        assertEquals(0, after.sum("hdfs.client.fallbacks") - before.sum("hdfs.client.fallbacks"), after.toString());
     }
 
     @Test

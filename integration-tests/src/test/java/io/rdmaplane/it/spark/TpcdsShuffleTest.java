@@ -3,6 +3,7 @@ package io.rdmaplane.it.spark;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.it.cluster.TpcdsTables;
 import io.rdmaplane.rdma.testing.Skip;
 import java.io.IOException;
 import java.nio.file.Files;

@@ -1,4 +1,4 @@
-package io.rdmaplane.it.spark;
+package io.rdmaplane.it.cluster;
 
 import io.trino.tpcds.Results;
 import io.trino.tpcds.Session;
@@ -26,11 +26,12 @@ import org.apache.spark.sql.types.StructType;
 /**
  * TPC-DS tables generated in-process by {@code io.trino.tpcds} (the dsdgen port), with Spark schemas derived
  * from the generator's own column metadata, and Spark's own query texts ({@code tpcds/q*.sql} in the
- * spark-sql tests jar).
+ * spark-sql tests jar). Used by the local-cluster TPC-DS test and by the ring's Spark application
+ * ({@link RingTpcds}: the same tables in HDFS across the Soft-RoCE VM's hosts).
  */
-final class TpcdsTables {
+public final class TpcdsTables {
     /** The smallest scale the generator accepts (Trino's "tiny"): store_sales ~120k rows, date_dim 73k. */
-    static final double SCALE = 0.01;
+    public static final double SCALE = 0.01;
 
     private TpcdsTables() {
     }
@@ -82,16 +83,19 @@ final class TpcdsTables {
         return text;
     }
 
-    /** Every row of a table at {@link #SCALE} (a parent table's own rows, not its child's). */
-    static List<Row> rows(Table table) {
+    /**
+     * Every row of a table at {@link #SCALE} (a parent table's own rows, not its child's), with the columns of
+     * {@code keep} (indexes into the table's columns, in order).
+     */
+    static List<Row> rows(Table table, int[] keep) {
         StructType schema = schema(table);
         Session session = Session.getDefaultSession().withScale(SCALE).withTable(table);
         List<Row> rows = new ArrayList<>();
         for (List<List<String>> generated : Results.constructResults(table, session)) {
             List<String> values = generated.get(0);
-            Object[] row = new Object[values.size()];
+            Object[] row = new Object[keep.length];
             for (int i = 0; i < row.length; i++) {
-                row[i] = value(values.get(i), schema.fields()[i].dataType());
+                row[i] = value(values.get(keep[i]), schema.fields()[keep[i]].dataType());
             }
             rows.add(RowFactory.create(row));
         }
@@ -99,24 +103,40 @@ final class TpcdsTables {
     }
 
     /** Generates the tables and writes them as Parquet under {@code dir}/name (shared by both sessions). */
-    static void writeParquet(SparkSession spark, String dir, List<String> tables) {
+    public static void writeParquet(SparkSession spark, String dir, List<String> tables) {
+        writeParquet(spark, dir, tables, null);
+    }
+
+    /**
+     * As {@link #writeParquet(SparkSession, String, List)}, each table with only its columns named in {@code columns}
+     * (all when null): what a query reads of Parquet files is its columns, so a run of a few queries need not generate
+     * and write the rest (the ring's session writes its tables on 2 cores, under its time budget).
+     */
+    public static void writeParquet(SparkSession spark, String dir, List<String> tables, java.util.Set<String> columns) {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
         for (String name : tables) {
             Table table = Table.getTable(name);
-            List<Row> rows = rows(table);
-            Dataset<Row> df = spark.createDataFrame(sc.parallelize(rows, Math.max(1, rows.size() / 30_000)), schema(table));
+            StructType all = schema(table);
+            int[] keep = java.util.stream.IntStream.range(0, all.fields().length)
+                    .filter(i -> columns == null || columns.contains(all.fields()[i].name())).toArray();
+            if (keep.length == 0) {
+                throw new IllegalArgumentException("TPC-DS table " + name + " has none of the columns " + columns);
+            }
+            StructType schema = new StructType(java.util.Arrays.stream(keep).mapToObj(i -> all.fields()[i]).toArray(StructField[]::new));
+            List<Row> rows = rows(table, keep);
+            Dataset<Row> df = spark.createDataFrame(sc.parallelize(rows, Math.max(1, rows.size() / 30_000)), schema);
             df.write().mode("overwrite").parquet(dir + "/" + name);
         }
     }
 
-    static void registerViews(SparkSession spark, String dir, List<String> tables) {
+    public static void registerViews(SparkSession spark, String dir, List<String> tables) {
         for (String name : tables) {
             spark.read().parquet(dir + "/" + name).createOrReplaceTempView(name);
         }
     }
 
     /** Spark's text of a TPC-DS query, e.g. {@code q3}, from the spark-sql tests jar. */
-    static String query(String name) {
+    public static String query(String name) {
         String resource = "tpcds/" + name + ".sql";
         try (InputStream in = TpcdsTables.class.getClassLoader().getResourceAsStream(resource)) {
             if (in == null) {

@@ -73,8 +73,13 @@ final class ChunkMemory {
         if (asked != MemoryKind.DIRECT && !warned) {
             warned = true;
             fallback = why.toString();
-            LOG.warn("Registered memory pool: {} = {} falls back to direct buffers (4 KiB pages): {}", MemoryKind.SETTING,
-                    asked.settingValue(), fallback);
+            // auto is the default, so its fallback is news rather than a setting that did not take
+            String line = "Registered memory pool: {} = {} falls back to direct buffers (4 KiB pages): {}";
+            if (asked == MemoryKind.AUTO) {
+                LOG.info(line, MemoryKind.SETTING, asked.settingValue(), fallback);
+            } else {
+                LOG.warn(line, MemoryKind.SETTING, asked.settingValue(), fallback);
+            }
         }
         ByteBuffer direct = ByteBuffer.allocateDirect(bytes + PAGE_BYTES - 1).alignedSlice(PAGE_BYTES);
         direct.limit(bytes);

@@ -56,9 +56,11 @@ public final class MemoryKindBench {
             for (MemoryKind kind : KINDS) {
                 double[][] samples = new double[3][rounds - 1]; // map, register, deregister: ms per GiB
                 boolean allOfKind = true;
+                double hugeMiB = 0;
                 for (int round = 0; round < rounds; round++) {
                     double[] ms = round(a, kind, chunks);
                     allOfKind &= ms[3] == chunks;
+                    hugeMiB = ms[4];
                     if (round > 0) {
                         for (int i = 0; i < 3; i++) {
                             samples[i][round - 1] = ms[i] * 1024.0 / poolMiB;
@@ -66,8 +68,9 @@ public final class MemoryKindBench {
                     }
                 }
                 double[] medians = {median(samples[0]), median(samples[1]), median(samples[2])};
-                System.out.printf(Locale.ROOT, "hugepages: %-7s map+fault %8.1f ms/GiB, register %8.1f ms/GiB, deregister %7.1f ms/GiB%s%n",
-                        kind.settingValue(), medians[0], medians[1], medians[2], allOfKind ? "" : "  (SOME CHUNKS FELL BACK: see the log)");
+                System.out.printf(Locale.ROOT, "hugepages: %-7s map+fault %8.1f ms/GiB, register %8.1f ms/GiB, deregister %7.1f ms/GiB,"
+                        + " on huge pages %d of %d MiB%s%n", kind.settingValue(), medians[0], medians[1], medians[2], (long) hugeMiB,
+                        (long) poolMiB, allOfKind ? "" : "  (SOME CHUNKS FELL BACK: see the log)");
                 if (allOfKind) {
                     perGiB.put(kind, medians);
                 }
@@ -91,11 +94,13 @@ public final class MemoryKindBench {
         ChunkMemory memory = new ChunkMemory(kind, node.numaNode(), Providers::hostMemory);
         List<ChunkMemory.Mapping> mappings = new ArrayList<>();
         List<MemoryRegion> regions = new ArrayList<>();
+        long hugeBefore = hugeBackedKb();
         long t0 = System.nanoTime();
         for (int i = 0; i < chunks; i++) {
             mappings.add(memory.allocate(RegisteredMemoryPool.CHUNK_BYTES));
         }
         long t1 = System.nanoTime();
+        long hugeMiB = (hugeBackedKb() - hugeBefore) >> 10;
         for (ChunkMemory.Mapping m : mappings) {
             regions.add(node.register(m.buffer(), EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_READ)));
         }
@@ -104,7 +109,26 @@ public final class MemoryKindBench {
         long t3 = System.nanoTime();
         int ofKind = memory.chunksByKind().getOrDefault(kind, 0);
         mappings.forEach(memory::free);
-        return new double[] {(t1 - t0) / 1e6, (t2 - t1) / 1e6, (t3 - t2) / 1e6, ofKind};
+        return new double[] {(t1 - t0) / 1e6, (t2 - t1) / 1e6, (t3 - t2) / 1e6, ofKind, hugeMiB};
+    }
+
+    /** kB of this machine's memory on huge pages now: transparent (AnonHugePages) plus reserved ones in use. */
+    private static long hugeBackedKb() throws java.io.IOException {
+        long anon = 0;
+        long total = 0;
+        long free = 0;
+        long size = 0;
+        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/meminfo"))) {
+            String[] f = line.split("\\s+");
+            switch (f[0]) {
+                case "AnonHugePages:" -> anon = Long.parseLong(f[1]);
+                case "HugePages_Total:" -> total = Long.parseLong(f[1]);
+                case "HugePages_Free:" -> free = Long.parseLong(f[1]);
+                case "Hugepagesize:" -> size = Long.parseLong(f[1]);
+                default -> { }
+            }
+        }
+        return anon + (total - free) * size;
     }
 
     /** A pool of hugetlb chunks on each node; one READs a whole 8 MiB slice of the other's and compares every byte. */

@@ -172,8 +172,9 @@ class PoolMemoryKindTest {
     }
 
     /**
-     * Runs {@code body} with {@code pages} more huge pages reserved than now (a global setting: the previous
-     * value is restored afterwards whatever happens); skips, saying so, where they cannot be reserved.
+     * Runs {@code body} with exactly {@code pages} free huge pages, reserved on top of what is in use now (a
+     * global setting: the previous value is restored afterwards whatever happens); skips, saying so, where
+     * they cannot be reserved or others are free already.
      */
     private static void withHugePages(int pages, Callable<Void> body) throws Exception {
         String before;
@@ -184,6 +185,8 @@ class PoolMemoryKindTest {
             return;
         }
         long free = hugePagesFree();
+        Skip.unless(free == 0, "this host has " + free + " free huge pages reserved by someone else: the test counts"
+                + " pages and does not take theirs");
         try {
             try {
                 Files.writeString(NR_HUGEPAGES, Long.toString(Long.parseLong(before) + pages));

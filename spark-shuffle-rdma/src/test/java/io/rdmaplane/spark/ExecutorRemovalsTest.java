@@ -11,6 +11,7 @@ import io.rdmaplane.spark.registry.ExecutorRegistry;
 import io.rdmaplane.spark.registry.RegistrationRefusedException;
 import io.rdmaplane.spark.registry.RegistryClient;
 import io.rdmaplane.rdma.testing.Polling;
+import io.rdmaplane.rdma.testing.Skip;
 import java.net.InetSocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -49,6 +50,8 @@ class ExecutorRemovalsTest {
      */
     @Test
     void anExecutorRemovedBeforeTheFirstShuffleIsForgotten() throws Exception {
+        Skip.unless(SparkLine.CURRENT.managerCreatedAfterEnv(), "on this Spark line (3.5) an executor registers with the"
+                + " driver's registry at its first shuffle task, so one removed before any shuffle was never registered: nothing to forget");
         Path home = Files.createDirectories(Path.of(System.getProperty("spark.test.home", "target")));
         System.setProperty("spark.test.home", home.toAbsolutePath().toString());
         SparkConf conf = new SparkConf().setMaster("local-cluster[2,1,1024]").setAppName("rdma-removals")
@@ -61,8 +64,7 @@ class ExecutorRemovalsTest {
         try (JavaSparkContext sc = new JavaSparkContext(conf)) {
             SparkJobs.awaitExecutors(sc, 2, Duration.ofMinutes(2));
             ExecutorRegistry registry = ((RdmaShuffleManager) SparkEnv.get().shuffleManager()).registry;
-            // each executor's manager registers itself at start (Spark 4), or with its first task (3.5)
-            sc.parallelize(java.util.List.of(1, 2, 3, 4), 4).count();
+            // each executor's manager registers itself at its start (Spark 4)
             Polling.waitUntil(() -> registry.executors().keySet().equals(Set.of("0", "1")), Duration.ofMinutes(1),
                     () -> "both executors registered with the driver's registry: " + registry.executors().keySet());
             assertEquals(true, sc.sc().killExecutor("0"));

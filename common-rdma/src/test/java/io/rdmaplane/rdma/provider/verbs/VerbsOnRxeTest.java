@@ -159,16 +159,18 @@ class VerbsOnRxeTest {
                 byte[] got = new byte[content.length];
                 landing.buffer().clear().get(got);
                 int wrongBytes = 0;
+                int wrongZeros = 0;
                 int wrongKiB = 0;
                 for (int i = 0; i < content.length; i += 1024) {
                     int before = wrongBytes;
                     for (int j = i; j < i + 1024; j++) {
                         wrongBytes += got[j] != content[j] ? 1 : 0;
+                        wrongZeros += got[j] != content[j] && got[j] == 0 ? 1 : 0;
                     }
                     wrongKiB += wrongBytes > before ? 1 : 0;
                 }
                 odp = "registered; a READ of " + content.length + " bytes completed successfully with " + wrongBytes
-                        + " wrong bytes, " + wrongKiB + " of " + content.length / 1024 + " KiB wrong ("
+                        + " wrong bytes (" + wrongZeros + " of them 0), " + wrongKiB + " of " + content.length / 1024 + " KiB wrong ("
                         + (100 * wrongKiB / (content.length / 1024)) + "%)";
             } catch (java.util.concurrent.ExecutionException failed) {
                 odp = "registered; the READ failed: " + failed.getCause();

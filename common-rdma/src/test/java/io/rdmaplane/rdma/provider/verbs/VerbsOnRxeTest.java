@@ -150,7 +150,7 @@ class VerbsOnRxeTest {
             long[] mr;
             try {
                 mr = (long[]) DisniTestSupport.call(REGISTRATION, "registerOnDemand", server, source, false);
-            } catch (java.io.IOException readOnly) {
+            } catch (Exception readOnly) { // some kernels want LOCAL_WRITE with ODP
                 mr = (long[]) DisniTestSupport.call(REGISTRATION, "registerOnDemand", server, source, true);
             }
             landing.buffer().clear().put(new byte[content.length]).clear();
@@ -175,8 +175,8 @@ class VerbsOnRxeTest {
             } catch (java.util.concurrent.ExecutionException failed) {
                 odp = "registered; the READ failed: " + failed.getCause();
             }
-        } catch (java.io.IOException refused) {
-            odp = "registration refused: " + refused.getMessage();
+        } catch (Exception refused) { // 6.1: EINVAL, 6.12: EOPNOTSUPP (issue 12's table)
+            odp = "registration refused: " + refused;
         } finally {
             DisniTestSupport.call(REGISTRATION, "deregisterOnDemand");
         }

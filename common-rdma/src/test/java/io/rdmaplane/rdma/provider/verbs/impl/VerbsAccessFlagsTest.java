@@ -55,4 +55,21 @@ class VerbsAccessFlagsTest {
                 () -> Verbs.register(null, 4096, 4096, IbvMr.IBV_ACCESS_REMOTE_READ | IbvMr.IBV_ACCESS_ON_DEMAND));
         assertTrue(refused.getMessage().contains("On-Demand Paging"), refused.getMessage());
     }
+
+    /** ...and nothing else in the provider calls DiSNI's regMr (which passes any flag to ibv_reg_mr). */
+    @Test
+    void onlyVerbsRegisterCallsRegMr() throws java.io.IOException {
+        java.nio.file.Path impl = java.nio.file.Path.of("src/main/java/io/rdmaplane/rdma/provider/verbs/impl");
+        java.util.List<String> callers;
+        try (var files = java.nio.file.Files.list(impl)) {
+            callers = files.filter(f -> {
+                try {
+                    return java.nio.file.Files.readString(f).contains(".regMr(");
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            }).map(f -> f.getFileName().toString()).toList();
+        }
+        assertEquals(java.util.List.of("Verbs.java"), callers, "calls of IbvPd.regMr outside Verbs.register");
+    }
 }

@@ -37,6 +37,8 @@ final class CmEventLoop {
     private static final Logger LOG = LoggerFactory.getLogger(CmEventLoop.class);
     /** How long a closed channel waits for the peer's disconnect acknowledgement before its QP goes. */
     private static final long DISCONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(1000);
+    /** Unreadable connect requests are logged at most this often: a foreign or hostile peer would otherwise flood the log. */
+    private static final long UNCHECKED_LOG_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(10);
 
     private final VerbsNode node;
     private final RdmaEventChannel events;
@@ -48,6 +50,9 @@ final class CmEventLoop {
     private final Map<RdmaCmId, VerbsChannel> byId = new IdentityHashMap<>();
     private final List<VerbsChannel> closing = new ArrayList<>();
     private RdmaCmId listenId;
+    /** When the last unreadable connect request was logged, and how many were refused since without a line (loop thread only). */
+    private long lastUncheckedLog = System.nanoTime() - UNCHECKED_LOG_INTERVAL_NANOS;
+    private long uncheckedSinceLog;
     /** Set once the thread has stopped and the node releases its resources: tasks then run on the caller. */
     private volatile boolean released;
 
@@ -318,8 +323,16 @@ final class CmEventLoop {
             lane = request.lane();
             admission = acceptor.admit(from, request.data());
         } catch (IOException | RuntimeException e) {
-            LOG.warn("{}: refusing a connection from {}: its connect request could not be checked: {}", node.name(), from,
-                    e.toString());
+            long now = System.nanoTime();
+            if (now - lastUncheckedLog >= UNCHECKED_LOG_INTERVAL_NANOS) {
+                LOG.warn("{}: refusing a connection from {}: its connect request could not be checked: {} ({} more refused"
+                        + " for this since the last such line; logged at most once per {} s)", node.name(), from, e.toString(),
+                        uncheckedSinceLog, TimeUnit.NANOSECONDS.toSeconds(UNCHECKED_LOG_INTERVAL_NANOS));
+                lastUncheckedLog = now;
+                uncheckedSinceLog = 0;
+            } else {
+                uncheckedSinceLog++;
+            }
             admission = Admission.REFUSE;
         }
         if (admission == null || admission == Admission.REFUSE) {

@@ -41,7 +41,9 @@ final class PrivateFileMappings {
                 if (Long.compareUnsigned(from, end) >= 0) {
                     return false; // past the range: the rest lies higher still
                 }
-                if (Long.compareUnsigned(to, address) > 0 && f[1].endsWith("p") && !"0".equals(f[4])) {
+                // hugetlb memory (the pool's "hugetlb" kind) shows as a file, /anon_hugepage: not a file mapping
+                if (Long.compareUnsigned(to, address) > 0 && f[1].endsWith("p") && !"0".equals(f[4])
+                        && !(f.length > 5 && f[5].startsWith("/anon_hugepage"))) {
                     return true;
                 }
             }

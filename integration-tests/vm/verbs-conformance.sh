@@ -22,7 +22,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 suite=io.rdmaplane.rdma.provider.verbs.VerbsConformanceTest
-extra=io.rdmaplane.rdma.provider.verbs.VerbsOnRxeTest # verbs-only checks: file mappings, credits, busy polling
+extra=io.rdmaplane.rdma.provider.verbs.VerbsOnRxeTest # verbs-only checks: file mappings, no ODP, credits, busy polling
 attacks=io.rdmaplane.rdma.policy.DataPlaneAuthTest # the data plane refuses outsiders, per provider
 cluster=io.rdmaplane.rdma.provider.verbs.VerbsClusterTest # between the hosts of --hosts N
 ring=io.rdmaplane.rdma.policy.VerbsRingTest # --ring: link faults between the hosts of --hosts N

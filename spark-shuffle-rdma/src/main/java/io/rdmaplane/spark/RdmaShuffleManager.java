@@ -71,14 +71,13 @@ public final class RdmaShuffleManager implements ShuffleManager {
     private final Conf settings;
     private final PolicyMetrics policyMetrics = new PolicyMetrics();
     private final ShuffleMetrics metrics;
-    private final ExecutorRegistry registry;
+    final ExecutorRegistry registry; // the driver's, null elsewhere or when off
     private final Object lock = new Object();
     /** Why this JVM behaves as sort shuffle, or null while RDMA is (or may still be) on. */
     private volatile String off;
     private volatile ExecutorRuntime runtime;
     private volatile boolean runtimeTried;
     private volatile RdmaMetricsSource source;
-    private final java.util.concurrent.atomic.AtomicBoolean listening = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile boolean stopped;
 
     /**
@@ -114,6 +113,9 @@ public final class RdmaShuffleManager implements ShuffleManager {
                     + " for the whole application (driver too)";
         }
         this.registry = started;
+        if (started != null) {
+            listenForRemovals(conf);
+        }
         if (reason != null) {
             if (isDriver) {
                 conf.remove(SparkRdmaConfig.REGISTRY.fullName(SparkRdmaConfig.REGISTRY_ADDRESS));
@@ -176,13 +178,34 @@ public final class RdmaShuffleManager implements ShuffleManager {
                 isDriver ? "driver" : "executor", reason);
     }
 
+    static final String EXTRA_LISTENERS = "spark.extraListeners";
+
+    /**
+     * Adds {@link ExecutorRemovals} to {@code spark.extraListeners}, a public setting Spark reads when its
+     * SparkContext starts its listener bus, after it built this manager: the listener hears every removal
+     * from the application's start, before its first shuffle too.
+     */
+    private static void listenForRemovals(SparkConf conf) {
+        String listener = ExecutorRemovals.class.getName();
+        String listed = conf.get(EXTRA_LISTENERS, "").trim();
+        if (java.util.Arrays.stream(listed.split(",")).map(String::trim).noneMatch(listener::equals)) {
+            conf.set(EXTRA_LISTENERS, listed.isEmpty() ? listener : listed + "," + listener);
+        }
+    }
+
     /**
      * Tells the driver's registry which executors Spark removed (lost, killed, decommissioned), so a
      * reducer whose connection to one is refused falls back to Netty at once. (Not on a block manager's
-     * removal: a live executor re-registers its block manager under the same id.)
+     * removal: a live executor re-registers its block manager under the same id.) Spark creates it from
+     * {@code spark.extraListeners} (public, with no arguments); it then tells the registry of the driver's
+     * manager, found through {@link SparkEnv} when a removal comes.
      */
-    static final class ExecutorRemovals extends SparkListener {
-        private final ExecutorRegistry registry;
+    public static final class ExecutorRemovals extends SparkListener {
+        private final ExecutorRegistry registry; // null: the driver's manager's
+
+        public ExecutorRemovals() {
+            this(null);
+        }
 
         ExecutorRemovals(ExecutorRegistry registry) {
             this.registry = registry;
@@ -190,7 +213,15 @@ public final class RdmaShuffleManager implements ShuffleManager {
 
         @Override
         public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
-            registry.forget(removed.executorId());
+            ExecutorRegistry to = registry != null ? registry : driverRegistry();
+            if (to != null) {
+                to.forget(removed.executorId());
+            }
+        }
+
+        private static ExecutorRegistry driverRegistry() {
+            SparkEnv env = SparkEnv.get();
+            return env != null && env.shuffleManager() instanceof RdmaShuffleManager manager ? manager.registry : null;
         }
     }
 
@@ -199,10 +230,6 @@ public final class RdmaShuffleManager implements ShuffleManager {
     @Override
     public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dependency) {
         registerSource();
-        if (registry != null && listening.compareAndSet(false, true)) {
-            // The driver's SparkContext exists from the first shuffle on (not yet when Spark built this manager).
-            dependency.rdd().sparkContext().addSparkListener(new ExecutorRemovals(registry));
-        }
         @SuppressWarnings("unchecked")
         BaseShuffleHandle<K, V, C> base = (BaseShuffleHandle<K, V, C>) sort.registerShuffle(shuffleId, dependency);
         boolean rdma = off == null;

@@ -16,6 +16,10 @@ public final class ShuffleMetrics {
     public static final String PREFIX = "rdma.shuffle.";
     /** Map outputs published into registered memory. */
     public static final String PUBLISHED_MAPS = PREFIX + "published.maps";
+    /** Of {@link #PUBLISHED_MAPS}, those served from their data file's registered mapping (zero-copy, MappedPublisher). */
+    public static final String PUBLISHED_MAPPED = PREFIX + "published.mapped";
+    /** Of {@link #PUBLISHED_MAPS}, those copied into registered memory (mapFiles off, or a refused file mapping). */
+    public static final String PUBLISHED_COPIED = PREFIX + "published.copied";
     /** Registered bytes of published map outputs (framed Arrow segments). */
     public static final String PUBLISHED_BYTES = PREFIX + "published.bytes";
     /** Map outputs not published because the registered-memory cap was reached (Netty serves them). */
@@ -48,6 +52,8 @@ public final class ShuffleMetrics {
     private final PolicyMetrics policy;
     private final MetricRegistry registry;
     private final Counter publishedMaps;
+    private final Counter publishedMapped;
+    private final Counter publishedCopied;
     private final Counter publishedBytes;
     private final Counter notPublishedOverCap;
     private final Counter notPublishedFailed;
@@ -71,6 +77,8 @@ public final class ShuffleMetrics {
         this.policy = policy;
         this.registry = policy.registry();
         publishedMaps = registry.counter(PUBLISHED_MAPS);
+        publishedMapped = registry.counter(PUBLISHED_MAPPED);
+        publishedCopied = registry.counter(PUBLISHED_COPIED);
         publishedBytes = registry.counter(PUBLISHED_BYTES);
         notPublishedOverCap = registry.counter(NOT_PUBLISHED_OVER_CAP);
         notPublishedFailed = registry.counter(NOT_PUBLISHED_FAILED);
@@ -95,6 +103,14 @@ public final class ShuffleMetrics {
 
     public Counter publishedMaps() {
         return publishedMaps;
+    }
+
+    public Counter publishedMapped() {
+        return publishedMapped;
+    }
+
+    public Counter publishedCopied() {
+        return publishedCopied;
     }
 
     public Counter publishedBytes() {

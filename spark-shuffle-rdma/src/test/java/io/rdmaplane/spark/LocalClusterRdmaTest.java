@@ -59,6 +59,9 @@ class LocalClusterRdmaTest {
             for (Map<String, String> r : reports.values()) {
                 assertEquals("tcp", r.get("provider"), r.toString());
                 assertTrue(Long.parseLong(r.get(ShuffleMetrics.PUBLISHED_MAPS)) > 0, "each executor published: " + r);
+                // tcp registers the data files' mappings (mapOutput.mapFiles, on by default): no map output is copied
+                assertEquals(r.get(ShuffleMetrics.PUBLISHED_MAPS), r.get(ShuffleMetrics.PUBLISHED_MAPPED), "every map output mapped: " + r);
+                assertEquals("0", r.get(ShuffleMetrics.PUBLISHED_COPIED), "no map output copied: " + r);
                 rdmaBlocks += rdmaBlocks(r);
             }
             assertTrue(rdmaBlocks > 0, "blocks were fetched by RDMA READ: " + reports);

@@ -95,9 +95,20 @@ class VerbsLocalClusterTest {
             assertEquals(2, reports.size(), "both executors reported: " + reports.keySet());
             long rdmaBlocks = 0;
             long rdmaBytes = 0;
+            long mapped = 0;
+            long copied = 0;
             for (Map<String, String> r : reports.values()) {
                 assertEquals(provider, r.get("provider"), "the executor's RDMA provider: " + r);
                 assertTrue(count(r, ShuffleMetrics.PUBLISHED_MAPS) > 0, "the executor published map outputs: " + r);
+                assertEquals(count(r, ShuffleMetrics.PUBLISHED_MAPS),
+                        count(r, ShuffleMetrics.PUBLISHED_MAPPED) + count(r, ShuffleMetrics.PUBLISHED_COPIED),
+                        "every published map output is either mapped or copied: " + r);
+                if (mapsFiles(provider, conf)) {
+                    assertTrue(count(r, ShuffleMetrics.PUBLISHED_MAPPED) > 0, "map outputs served from their file mappings"
+                            + " (zero-copy) on " + provider + ", kernel " + System.getProperty("os.version") + ": " + r);
+                }
+                mapped += count(r, ShuffleMetrics.PUBLISHED_MAPPED);
+                copied += count(r, ShuffleMetrics.PUBLISHED_COPIED);
                 for (String fallback : List.of(ShuffleMetrics.FALLBACK_FETCH, ShuffleMetrics.FALLBACK_SHUFFLE,
                         ShuffleMetrics.FALLBACK_APP, ShuffleMetrics.NOT_PUBLISHED_OVER_CAP, ShuffleMetrics.NOT_PUBLISHED_FAILED)) {
                     assertEquals(0, count(r, fallback), fallback + " on executor " + r.get("executorId") + ": " + r);
@@ -109,7 +120,8 @@ class VerbsLocalClusterTest {
             assertEquals(remoteBlocks.get(), rdmaBlocks, "every remote block Spark fetched came by RDMA READ");
             assertEquals(remoteBytes.get(), rdmaBytes, "every remote byte Spark read came by RDMA READ");
             System.out.printf("spark-verbs: provider %s on both executors, fetch.rdma.blocks %d (%d bytes) = Spark's remote"
-                    + " blocks, fallback.fetch 0%n", provider, rdmaBlocks, rdmaBytes);
+                    + " blocks, fallback.fetch 0, map outputs mapped (zero-copy) %d, copied %d%n", provider, rdmaBlocks, rdmaBytes,
+                    mapped, copied);
         } finally {
             copyExecutorLogs();
         }
@@ -237,6 +249,23 @@ class VerbsLocalClusterTest {
         String[] x = a.split(":");
         String[] y = b.split(":");
         return summary(Long.parseLong(x[0]) + Long.parseLong(y[0]), Long.parseLong(x[1]) + Long.parseLong(y[1]));
+    }
+
+    /**
+     * Whether map outputs must be served from their file mappings: mapOutput.mapFiles on (the default) and a provider
+     * that registers read-only shared file mappings (tcp; verbs from Linux 6.2, e.g. the VM's 7.2; 6.1 refuses them).
+     */
+    private static boolean mapsFiles(String provider, SparkConf conf) {
+        if (!conf.getBoolean("spark.shuffle.rdma.mapOutput.mapFiles", true)) {
+            return false;
+        }
+        if (!"verbs".equals(provider)) {
+            return true;
+        }
+        String[] v = System.getProperty("os.version").split("[.-]");
+        int major = Integer.parseInt(v[0]);
+        int minor = v.length > 1 ? Integer.parseInt(v[1]) : 0;
+        return major > 6 || (major == 6 && minor >= 2);
     }
 
     private static long count(Map<String, String> report, String name) {

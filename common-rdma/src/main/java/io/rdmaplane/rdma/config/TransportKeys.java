@@ -1,5 +1,6 @@
 package io.rdmaplane.rdma.config;
 
+import io.rdmaplane.rdma.memory.MemoryKind;
 import io.rdmaplane.rdma.memory.PoolOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
@@ -30,6 +31,12 @@ public final class TransportKeys {
             "Cap on registered (pinned) memory in the pool.");
     public static final ConfigKey<Duration> POOL_ACQUIRE_TIMEOUT = ConfigKey.durationKey("pool.acquireTimeout", "5s", "0ms", "10m",
             "How long a pool allocation waits for memory when the cap is reached before failing (0 = fail at once).");
+    public static final ConfigKey<String> POOL_MEMORY = ConfigKey.choiceKey(MemoryKind.SETTING, "auto",
+            List.of("auto", "hugetlb", "thp", "direct"), "What the pool's chunks are made of: hugetlb maps huge pages"
+                    + " reserved with vm.nr_hugepages (MAP_HUGETLB), thp advises transparent huge pages on 2 MiB-aligned"
+                    + " memory (MADV_HUGEPAGE), direct is ByteBuffer.allocateDirect; auto takes hugetlb while free huge pages"
+                    + " last, else thp, else direct. Huge pages come from the RDMA device's NUMA node when it has one. A kind"
+                    + " that cannot be had (no huge pages free, no native library) falls back to direct with one log line.");
 
     // The verbs provider's own settings (VerbsOptions); the tcp provider ignores them.
     public static final ConfigKey<String> VERBS_COMPLETION = ConfigKey.choiceKey("verbs.completion", "event",
@@ -62,7 +69,7 @@ public final class TransportKeys {
 
     /** All of the above, in reference order. */
     public static final List<ConfigKey<?>> ALL = List.of(PROVIDER, PORT, MAX_MESSAGE_SIZE, OPERATION_TIMEOUT, QUEUE_DEPTH,
-            IDLE_TIMEOUT, POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, VERBS_COMPLETION, VERBS_COMPLETION_SPIN_MICROS, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
+            IDLE_TIMEOUT, POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, POOL_MEMORY, VERBS_COMPLETION, VERBS_COMPLETION_SPIN_MICROS, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
             VERBS_CQ_ENTRIES, VERBS_READ_PIECE_SIZE);
 
     private TransportKeys() {
@@ -94,6 +101,6 @@ public final class TransportKeys {
 
     /** Registered-memory pool settings from {@code conf}. */
     public static PoolOptions poolOptions(Conf conf) {
-        return new PoolOptions(conf.get(POOL_CAPACITY), conf.get(POOL_ACQUIRE_TIMEOUT));
+        return new PoolOptions(conf.get(POOL_CAPACITY), conf.get(POOL_ACQUIRE_TIMEOUT), MemoryKind.of(conf.get(POOL_MEMORY)));
     }
 }

@@ -287,7 +287,7 @@ public final class Doctor {
         boolean anyActive = devices.stream().flatMap(d -> d.ports().stream()).anyMatch(RdmaDevices.Port::active);
         devices(r, devices, anyActive);
         memlock(r, options.poolCapacity(), present);
-        hugePages(r);
+        hugePages(r, options.poolCapacity());
         drivers(r, devices);
         library(r, present);
         providers(r, present, anyActive);
@@ -444,13 +444,32 @@ public final class Doctor {
         }
     }
 
-    private void hugePages(Report r) {
+    /** What pool.memory=auto will map the pool on here, and how to give it reserved huge pages. */
+    private void hugePages(Report r, long capacity) {
         ProcFacts.HugePages h = ProcFacts.hugePages(env.root());
+        String thp = RdmaDevices.read(env.root().resolve("sys/kernel/mm/transparent_hugepage/enabled"));
+        String transparent = thp == null ? "no transparent huge pages in this kernel"
+                : thp.contains("[never]") ? "transparent huge pages disabled (transparent_hugepage/enabled: never)"
+                : "transparent huge pages (transparent_hugepage/enabled: " + thp.trim() + ")";
         if (h == null) {
-            r.info("hugepages", "no huge page figures in " + env.root().resolve("proc/meminfo"));
+            r.info("hugepages", "no huge page figures in " + env.root().resolve("proc/meminfo") + "; pool.memory=auto maps the"
+                    + " pool on " + transparent);
+            return;
+        }
+        String figures = "HugePages_Total " + h.total() + ", HugePages_Free " + h.free() + ", Hugepagesize " + h.pageSizeKb() + " kB";
+        long pageBytes = h.pageSizeKb() << 10;
+        long needed = pageBytes > 0 ? (capacity + pageBytes - 1) / pageBytes : 0;
+        if (pageBytes != 2L << 20) {
+            r.info("hugepages", figures + ": the pool maps 8 MiB chunks on the default huge page size only when it divides"
+                    + " them; pool.memory=auto maps it on " + transparent);
+        } else if (h.free() >= needed) {
+            r.info("hugepages", figures + ": pool.memory=auto maps the pool (" + ProcFacts.bytes(capacity) + ", " + needed
+                    + " pages) on reserved huge pages");
         } else {
-            r.info("hugepages", "HugePages_Total " + h.total() + ", HugePages_Free " + h.free() + ", Hugepagesize "
-                    + h.pageSizeKb() + " kB (informational: the pool registers ordinary direct memory)");
+            r.info("hugepages", figures + ": the pool (" + ProcFacts.bytes(capacity) + ") needs " + needed + " free 2 MiB pages"
+                    + " to be all on reserved huge pages: reserve them with `sysctl vm.nr_hugepages=" + (h.total() - h.free() + needed)
+                    + "` (or hugepages=N on the kernel command line); until then pool.memory=auto takes " + h.free()
+                    + " and maps the rest on " + transparent);
         }
     }
 

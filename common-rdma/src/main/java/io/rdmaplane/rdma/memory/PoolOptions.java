@@ -11,14 +11,21 @@ import java.util.Objects;
  *                       at least one chunk; a remainder below a chunk stays unused.
  * @param acquireTimeout how long an acquire waits for a release when the pool is at its cap;
  *                       zero fails at once ({@value #ACQUIRE_TIMEOUT_SETTING})
+ * @param memory         what the chunks are made of ({@value MemoryKind#SETTING})
  */
-public record PoolOptions(long capacityBytes, Duration acquireTimeout) {
+public record PoolOptions(long capacityBytes, Duration acquireTimeout, MemoryKind memory) {
     /** The setting that raises the cap, named in errors so an operator knows what to change. */
     public static final String CAPACITY_SETTING = "pool.capacity";
     public static final String ACQUIRE_TIMEOUT_SETTING = "pool.acquireTimeout";
 
+    /** With {@link MemoryKind#AUTO} memory, the setting's default. */
+    public PoolOptions(long capacityBytes, Duration acquireTimeout) {
+        this(capacityBytes, acquireTimeout, MemoryKind.AUTO);
+    }
+
     public PoolOptions {
         Objects.requireNonNull(acquireTimeout, "acquireTimeout");
+        Objects.requireNonNull(memory, "memory");
         if (capacityBytes < RegisteredMemoryPool.CHUNK_BYTES) {
             throw new IllegalArgumentException(CAPACITY_SETTING + " must be at least " + RegisteredMemoryPool.CHUNK_BYTES
                     + " bytes (one 8 MiB chunk, the largest slice), was " + capacityBytes);
@@ -28,3 +35,4 @@ public record PoolOptions(long capacityBytes, Duration acquireTimeout) {
         }
     }
 }
+

@@ -2,8 +2,10 @@ package io.rdmaplane.rdma.memory;
 
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.HostMemory;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.Providers;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
@@ -13,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
+import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
@@ -51,8 +54,6 @@ public final class RegisteredMemoryPool implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RegisteredMemoryPool.class);
     private static final int MIN_SHIFT = Integer.numberOfTrailingZeros(MIN_SLICE_BYTES);
     private static final int CLASS_COUNT = Integer.numberOfTrailingZeros(MAX_SLICE_BYTES) - MIN_SHIFT + 1;
-    /** Page size the chunks are aligned to: fewer pages pinned per chunk, and Arrow's 64-byte alignment for free. */
-    private static final int PAGE_BYTES = 4 << 10;
 
     /** Rounds Arrow's requests to the size classes, so Arrow accounts for the registered bytes a buffer really holds. */
     private static final RoundingPolicy SIZE_CLASS_ROUNDING =
@@ -68,13 +69,24 @@ public final class RegisteredMemoryPool implements AutoCloseable {
     /** Registered chunks by native address, for {@link #locate}. */
     private final TreeMap<Long, Chunk> chunks = new TreeMap<>();
     private final RootAllocator arrowRoot;
+    private final ChunkMemory memory;
     private long registrations;
     private boolean closed;
     private List<RegisteredBuffer> leakedOnClose = List.of();
 
+    /**
+     * A pool whose chunks are of {@link PoolOptions#memory()}, mapped by the native library
+     * ({@link Providers#hostMemory()}) on the node's {@linkplain Node#numaNode() NUMA node}.
+     */
     public RegisteredMemoryPool(Node node, PoolOptions options) {
+        this(node, options, Providers::hostMemory);
+    }
+
+    /** With the native library's memory from {@code hostMemory} (tests: a library that is missing). */
+    RegisteredMemoryPool(Node node, PoolOptions options, Callable<HostMemory> hostMemory) {
         this.node = node;
         this.options = options;
+        this.memory = new ChunkMemory(options.memory(), node.numaNode(), hostMemory);
         this.acquireTimeoutNanos = TimeUnit.NANOSECONDS.convert(options.acquireTimeout()); // saturates
         for (int i = 0; i < CLASS_COUNT; i++) {
             free.add(new ArrayDeque<>());
@@ -210,6 +222,26 @@ public final class RegisteredMemoryPool implements AutoCloseable {
         }
     }
 
+    /** The chunks registered now, by what their memory is made of (see {@link PoolOptions#memory()}). */
+    public Map<MemoryKind, Integer> chunksByKind() {
+        lock.lock();
+        try {
+            return memory.chunksByKind();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Why the first chunk not made of {@link PoolOptions#memory()} was not (what the log said), or empty. */
+    public Optional<String> memoryFallback() {
+        lock.lock();
+        try {
+            return Optional.ofNullable(memory.fallback());
+        } finally {
+            lock.unlock();
+        }
+    }
+
     public PoolOptions options() {
         return options;
     }
@@ -225,9 +257,9 @@ public final class RegisteredMemoryPool implements AutoCloseable {
     }
 
     /**
-     * Deregisters every chunk (revoking their rkeys) and wakes waiting acquires, which then fail.
-     * Slices still out are logged as leaks and listed by {@link #leakedOnClose()}; their memory
-     * stays valid while referenced, so a late writer corrupts nothing. Idempotent.
+     * Deregisters every chunk (revoking their rkeys), unmaps those with no slice out, and wakes
+     * waiting acquires, which then fail. Slices still out are logged as leaks and listed by
+     * {@link #leakedOnClose()}; their chunks stay mapped, so a late writer corrupts nothing. Idempotent.
      */
     @Override
     public void close() {
@@ -245,6 +277,9 @@ public final class RegisteredMemoryPool implements AutoCloseable {
                     }
                 }
                 chunk.region.deregister();
+                if (chunk.slicesOut == 0) {
+                    memory.free(chunk.mapping);
+                }
             }
             chunks.clear();
             free.forEach(ArrayDeque::clear);
@@ -319,13 +354,19 @@ public final class RegisteredMemoryPool implements AutoCloseable {
     }
 
     private Chunk registerChunk() throws TransportException {
-        ByteBuffer memory = ByteBuffer.allocateDirect(CHUNK_BYTES + PAGE_BYTES - 1).alignedSlice(PAGE_BYTES);
-        memory.limit(CHUNK_BYTES);
-        MemoryRegion region = node.register(memory, EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_READ));
+        ChunkMemory.Mapping mapping = memory.allocate(CHUNK_BYTES);
+        MemoryRegion region;
+        try {
+            region = node.register(mapping.buffer(), EnumSet.of(Access.LOCAL_WRITE, Access.REMOTE_READ));
+        } catch (TransportException | RuntimeException e) {
+            memory.free(mapping);
+            throw e;
+        }
         registrations++;
-        Chunk chunk = new Chunk(region, memory);
+        Chunk chunk = new Chunk(region, mapping);
         chunks.put(chunk.memoryAddress, chunk);
-        LOG.debug("Registered a {}-byte chunk ({} bytes registered now)", CHUNK_BYTES, (long) chunks.size() * CHUNK_BYTES);
+        LOG.debug("Registered a {}-byte {} chunk ({} bytes registered now)", CHUNK_BYTES, mapping.kind().settingValue(),
+                (long) chunks.size() * CHUNK_BYTES);
         return chunk;
     }
 
@@ -342,6 +383,7 @@ public final class RegisteredMemoryPool implements AutoCloseable {
     /** One registered chunk, carved into slices of one class at a time. */
     static final class Chunk {
         final MemoryRegion region;
+        final ChunkMemory.Mapping mapping;
         final ByteBuffer memory;
         final long memoryAddress;
         int sizeClass;
@@ -349,9 +391,10 @@ public final class RegisteredMemoryPool implements AutoCloseable {
         Slice[] slices;
         int slicesOut;
 
-        Chunk(MemoryRegion region, ByteBuffer memory) {
+        Chunk(MemoryRegion region, ChunkMemory.Mapping mapping) {
             this.region = region;
-            this.memory = memory;
+            this.mapping = mapping;
+            this.memory = mapping.buffer();
             this.memoryAddress = MemoryUtil.getByteBufferAddress(memory);
         }
 

@@ -79,6 +79,14 @@ public interface Node extends AutoCloseable {
     /** Registrations made so far: pools use it to prove there is none per IO. */
     long registrationCount();
 
+    /**
+     * The NUMA node of this node's RDMA device (sysfs {@code device/numa_node}), where registered memory
+     * should live; -1 when there is none or it is unknown (tcp, Soft-RoCE, a one-node machine).
+     */
+    default int numaNode() {
+        return -1;
+    }
+
     String providerName();
 
     /**

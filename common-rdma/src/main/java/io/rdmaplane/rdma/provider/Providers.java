@@ -63,6 +63,28 @@ public final class Providers {
         return Found.ALL.stream().filter(p -> p.preference() >= 0).collect(Collectors.toList());
     }
 
+    /**
+     * The first provider's {@link HostMemory}, whatever the provider a node uses: huge pages need a native
+     * library, not an RDMA device.
+     *
+     * @throws java.io.IOException why none can be had: every provider's reason, or that none has a native library
+     */
+    public static HostMemory hostMemory() throws java.io.IOException {
+        List<String> why = new ArrayList<>();
+        for (TransportProvider p : Found.ALL) {
+            try {
+                HostMemory memory = p.hostMemory();
+                if (memory != null) {
+                    return memory;
+                }
+            } catch (java.io.IOException e) {
+                why.add(p.name() + ": " + e.getMessage());
+            }
+        }
+        throw new java.io.IOException(why.isEmpty() ? "no transport provider on the class path has a native library"
+                : String.join("; ", why));
+    }
+
     /** The names the {@code provider} setting lists: {@code auto} and those of {@link #all()}. */
     public static List<String> names() {
         return Stream.concat(Stream.of(AUTO), all().stream().map(TransportProvider::name)).collect(Collectors.toList());

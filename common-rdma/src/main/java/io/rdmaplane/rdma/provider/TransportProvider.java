@@ -36,4 +36,14 @@ public interface TransportProvider {
 
     /** @throws TransportException if the provider is unavailable or the node cannot start */
     Node createNode(NodeOptions options) throws TransportException;
+
+    /**
+     * The native memory this provider's library maps, for any provider's pools; null when it has no
+     * native library (tcp).
+     *
+     * @throws java.io.IOException why its library cannot map memory here (it failed to load)
+     */
+    default HostMemory hostMemory() throws java.io.IOException {
+        return null;
+    }
 }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.memory.MemoryKind;
 import io.rdmaplane.rdma.memory.PoolOptions;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Providers;
@@ -26,7 +27,7 @@ class TransportKeysTest {
     @Test
     void theSharedKeysInReferenceOrder() {
         assertEquals(List.of("provider", "port", "maxMessageSize", "operationTimeout", "queueDepth", "idleTimeout", "pool.capacity",
-                        "pool.acquireTimeout", "verbs.completion", "verbs.completion.spinMicros", "verbs.native.tmpdir", "verbs.cmTick", "verbs.receiveBuffers",
+                        "pool.acquireTimeout", "pool.memory", "verbs.completion", "verbs.completion.spinMicros", "verbs.native.tmpdir", "verbs.cmTick", "verbs.receiveBuffers",
                         "verbs.cqEntries", "verbs.readPieceSize"),
                 TransportKeys.ALL.stream().map(ConfigKey::suffix).collect(Collectors.toList()));
     }
@@ -65,6 +66,17 @@ class TransportKeysTest {
                 () -> conf(Map.of("spark.shuffle.rdma.pool.capacity", "12q")).get(TransportKeys.POOL_CAPACITY));
         assertEquals("spark.shuffle.rdma.pool.capacity = '12q': expected a byte size like 64k, 8m, 1g between 8m and 1t",
                 e.getMessage());
+    }
+
+    @Test
+    void poolMemoryIsOneOfTheKindsAndABadOneIsNamed() {
+        assertEquals(new PoolOptions(256L << 20, Duration.ofSeconds(5), MemoryKind.AUTO), TransportKeys.poolOptions(conf(Map.of())));
+        assertEquals(MemoryKind.HUGETLB, TransportKeys.poolOptions(conf(Map.of("spark.shuffle.rdma.pool.memory", "HugeTLB"))).memory());
+        assertEquals(MemoryKind.THP, TransportKeys.poolOptions(conf(Map.of("spark.shuffle.rdma.pool.memory", "thp"))).memory());
+        assertEquals(MemoryKind.DIRECT, TransportKeys.poolOptions(conf(Map.of("spark.shuffle.rdma.pool.memory", "direct"))).memory());
+        ConfigException e = assertThrows(ConfigException.class,
+                () -> TransportKeys.poolOptions(conf(Map.of("spark.shuffle.rdma.pool.memory", "huge"))));
+        assertEquals("spark.shuffle.rdma.pool.memory = 'huge': expected one of auto, hugetlb, thp, direct", e.getMessage());
     }
 
     @Test

@@ -98,6 +98,8 @@ class DoctorChecksTest {
         assertTrue(run.line("INFO   numa       rxe0:").contains("no NUMA node (rxe has none)"), run.out());
         assertTrue(run.has("OK     memlock    Max locked memory soft unlimited, hard unlimited >= pool capacity 256 MiB"), run.out());
         assertTrue(run.has("INFO   hugepages  HugePages_Total 16, HugePages_Free 12, Hugepagesize 2048 kB"), run.out());
+        assertTrue(run.line("INFO   hugepages").contains("needs 128 free 2 MiB pages to be all on reserved huge pages: reserve"
+                + " them with `sysctl vm.nr_hugepages=132`"), run.out());
         assertTrue(run.has("OK     drivers    2 user-space verbs drivers"), run.out());
         assertTrue(run.has("OK     library"), run.out());
         assertTrue(run.has("OK     provider   verbs: available"), run.out());

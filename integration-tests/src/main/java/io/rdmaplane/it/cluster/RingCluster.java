@@ -38,6 +38,8 @@ public final class RingCluster implements AutoCloseable {
     static final int RDMA_PORT = 7300;
     /** The driver's executor registry (fixed, so that its connections are known as the transport's). */
     static final int REGISTRY_PORT = 7301;
+    /** FLIP_READ_PAYLOAD's relay on host 0 (only while that fault runs). */
+    static final int FLIP_RELAY_PORT = 7390;
     static final int NAMENODE_RPC = 8020;
     static final int NAMENODE_HTTP = 9870;
     static final int DATANODE_XFER = 9866;
@@ -192,8 +194,8 @@ public final class RingCluster implements AutoCloseable {
 
     private static boolean isAppClass(String fileName) {
         return fileName.startsWith(RingJob.class.getSimpleName()) || fileName.startsWith(RingHdfsRead.class.getSimpleName())
-                || fileName.startsWith(RingStaleRead.class.getSimpleName()) || fileName.startsWith("RingTpcds")
-                || fileName.startsWith("TpcdsTables");
+                || fileName.startsWith(RingStaleRead.class.getSimpleName()) || fileName.startsWith("RingFlip") // RingFlipRelay, RingFlipRead
+                || fileName.startsWith("RingTpcds") || fileName.startsWith("TpcdsTables");
     }
 
     boolean spark() {
@@ -326,6 +328,26 @@ public final class RingCluster implements AutoCloseable {
                 RingStaleRead.class.getName(), List.of(ring.address(0), ring.address(host), String.valueOf(RDMA_PORT))), Map.of());
         awaitLog(p, "RING-STALE-READY", Duration.ofMinutes(1));
         return p;
+    }
+
+    /**
+     * FLIP_READ_PAYLOAD: a {@link RingFlipRelay} on host 0 at {@link #FLIP_RELAY_PORT} to {@code host}'s executor's
+     * RDMA port (flipping a bit in the first and every {@code every}-th READ response, {@code max} at most), and a
+     * {@link RingFlipRead} on host 0 whose connection goes through it. Returns {relay, reader}, both ready.
+     */
+    RingProcess[] flipReaders(int host, int every, int max) {
+        String tag = String.valueOf(System.nanoTime() % 100000);
+        RingProcess relay = spawn(0, "flip-relay-" + tag, RingProcess.java("64m", List.of(appJar), List.of(), RingFlipRelay.class.getName(),
+                List.of(ring.address(0), String.valueOf(FLIP_RELAY_PORT), ring.address(host), String.valueOf(RDMA_PORT), String.valueOf(every),
+                        String.valueOf(max))), Map.of());
+        awaitLog(relay, "RING-FLIP-READY", Duration.ofMinutes(1));
+        List<Path> cp = new ArrayList<>(sparkClassPath());
+        cp.add(lines.sparkPlugin());
+        cp.add(appJar);
+        RingProcess reader = spawn(0, "flip-read-" + tag, RingProcess.java("128m", cp, List.of(SLF4J_QUIET.split(" ")), RingFlipRead.class.getName(),
+                List.of(ring.address(0), ring.address(0), String.valueOf(FLIP_RELAY_PORT))), Map.of());
+        awaitLog(reader, "RING-FLIP-READER-READY", Duration.ofMinutes(1));
+        return new RingProcess[] {relay, reader};
     }
 
     /** The first line of {@code p}'s log that starts with {@code prefix}, polled for at most {@code deadline}. */

@@ -48,7 +48,8 @@ public final class RingSession implements AutoCloseable {
         STOP_EXECUTOR_3S("SIGSTOP of a mapper executor for 3 s, then SIGCONT, while reducers READ from it"),
         KILL_EXECUTOR("kill -9 of a mapper executor mid-READ (its outputs recomputed)"),
         REPLACE_EXECUTOR("kill -9 of an executor; its Worker starts a new one at the same address and ports while reducers READ"),
-        KILL_DATANODE("kill -9 of a DataNode mid-read of an HDFS file (the client goes on from the other replica)");
+        KILL_DATANODE("kill -9 of a DataNode mid-read of an HDFS file (the client goes on from the other replica)"),
+        FLIP_READ_PAYLOAD("a bit flipped in READ payloads above TCP's checksum (a relay process) while a reader READs real map outputs");
 
         final String description;
 
@@ -61,7 +62,8 @@ public final class RingSession implements AutoCloseable {
      * One fault's outcome: the report's row. {@code resources}: each long-lived process's resources before the fault
      * and once settled after it; {@code leaks}: what did not come back to its baseline within {@link #SETTLE} ("" when
      * everything did); {@code staleReads}: in REPLACE_EXECUTOR, what READs with the replaced executor's descriptors got
-     * ({@link RingStaleRead}'s result), "" in the other cases.
+     * ({@link RingStaleRead}'s result); in FLIP_READ_PAYLOAD, what the relay flipped and what the reader got and caught
+     * ({@link RingFlipRelay}, {@link RingFlipRead}); "" in the other cases.
      */
     public record Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long suspected,
             long reconnects, long fallbackFetch, long fallbackShuffle, long fallbackApp, int stageResubmits, long rdmaBlocks, int replaced,
@@ -90,7 +92,7 @@ public final class RingSession implements AutoCloseable {
                     extraMillis, recoveredMillis, suspected, reconnects, fallbackFetch, fallbackShuffle, fallbackApp, stageResubmits, rdmaBlocks,
                     replaced, settledMillis, leaks.isEmpty() ? "back to baseline" : "LEAK " + leaks)
                     + (resources.isEmpty() ? "" : "\n    " + resources.replace("; ", "\n    "))
-                    + (staleReads.isEmpty() ? "" : "\n    stale descriptors: " + staleReads)
+                    + (staleReads.isEmpty() ? "" : (fault == Fault.FLIP_READ_PAYLOAD ? "\n    flipped READs: " : "\n    stale descriptors: ") + staleReads)
                     + (detail.isEmpty() ? "" : "\n    " + detail)
                     + (query == QueryRow.NONE ? "" : "\n    " + query.line());
         }
@@ -283,6 +285,9 @@ public final class RingSession implements AutoCloseable {
         if (sortQuery == null) {
             return QueryRow.NONE;
         }
+        if (!hitsTheQuery(fault)) {
+            return new QueryRow("none", true, 0, 0, 0, 0, 0, 0, 0, 0, 0, "not run under " + fault + ": its relay carries only its own reader's READs");
+        }
         RingDriver.Reports before = rdma.report(cluster.workers, Duration.ofMinutes(2));
         StringBuilder detail = new StringBuilder();
         long[] healed = {0};
@@ -308,6 +313,11 @@ public final class RingSession implements AutoCloseable {
         return new QueryRow(QUERY, ok, r.millis(), r.millis() - cleanQuery.millis(), recovered, delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
                 delta(before, after, "hdfs.client.fallbacks"), r.stageResubmits(), delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS),
                 lostAndDuplicated[0], lostAndDuplicated[1], detail.toString().trim());
+    }
+
+    /** Whether {@code fault} can hit the TPC-DS query (FLIP_READ_PAYLOAD's relay sits in front of its own reader only). */
+    public static boolean hitsTheQuery(Fault fault) {
+        return fault != Fault.FLIP_READ_PAYLOAD;
     }
 
     /** {@code fault} into a running query: as into the shuffle, but an executor replaced without a stale reader. */
@@ -336,12 +346,15 @@ public final class RingSession implements AutoCloseable {
         StringBuilder detail = new StringBuilder();
         String name = fault.name().toLowerCase(Locale.ROOT) + "-" + System.nanoTime() % 100000;
         RingProcess stale = fault == Fault.REPLACE_EXECUTOR ? cluster.staleReader(1) : null;
+        RingProcess[] flip = fault == Fault.FLIP_READ_PAYLOAD ? cluster.flipReaders(1, FLIP_EVERY, FLIP_MAX) : null;
         String[] staleReads = {""};
         RingDriver.Result r;
         try {
             r = rdma.shuffle(name, WORKLOAD, () -> {
                 if (stale != null) {
                     staleReads[0] = replaceExecutor(before, stale, detail);
+                } else if (flip != null) {
+                    staleReads[0] = flipReadPayloads(before, flip);
                 } else {
                     inject(fault, detail);
                 }
@@ -350,6 +363,9 @@ public final class RingSession implements AutoCloseable {
         } finally {
             if (stale != null) {
                 stale.kill();
+            }
+            if (flip != null) {
+                Arrays.stream(flip).forEach(RingProcess::kill);
             }
         }
         long recovered = (System.nanoTime() - healed[0]) / 1_000_000;
@@ -521,13 +537,7 @@ public final class RingSession implements AutoCloseable {
         ProcessHandle old = executor(1);
         String oldId = before.executors().values().stream().filter(e -> RingDriver.number(e, "pid") == old.pid()).map(e -> e.get("executorId"))
                 .findFirst().orElseThrow(() -> new IllegalStateException("no report of the executor with pid " + old.pid() + ": " + before));
-        Map<String, String> maps = new java.util.HashMap<>();
-        for (String field : rdma.lastMaps.split(" ")) {
-            int eq = field.indexOf('=');
-            if (eq > 0) {
-                maps.put(field.substring(0, eq), field.substring(eq + 1));
-            }
-        }
+        Map<String, String> maps = lastMaps();
         String ids = maps.getOrDefault(oldId, "");
         if (ids.isEmpty()) {
             throw new IllegalStateException("executor " + oldId + " ran none of the shuffle's maps: " + rdma.lastMaps);
@@ -545,6 +555,46 @@ public final class RingSession implements AutoCloseable {
         String result = RingCluster.awaitLog(stale, "RING-STALE-RESULT", Duration.ofMinutes(2));
         return "maps " + twoMaps + " of shuffle " + maps.get("shuffle") + " on executor " + oldId + ", " + located.substring("RING-STALE-".length())
                 + ", after the replacement: " + result.substring("RING-STALE-RESULT ".length());
+    }
+
+    /** FLIP_READ_PAYLOAD's relay flips a bit in the first and every 7th READ response after it, 10 at most. */
+    static final int FLIP_EVERY = 7;
+    static final int FLIP_MAX = 10;
+
+    /**
+     * FLIP_READ_PAYLOAD: {@code flip[1]} (a reducer's block client outside Spark) READs the blocks of every map host 1's
+     * executor wrote in this shuffle, twice, through {@code flip[0]}, a relay that flips bits in READ payloads. The
+     * relay stands between that reader and the executor only: Spark's own reducers, whose addresses come from the
+     * executors' registrations, READ as before, and the shuffle's result is checked as in every case. Returns what
+     * the relay flipped and what the reader got and caught.
+     */
+    private String flipReadPayloads(RingDriver.Reports before, RingProcess[] flip) {
+        long pid = executor(1).pid();
+        String id = before.executors().values().stream().filter(e -> RingDriver.number(e, "pid") == pid).map(e -> e.get("executorId"))
+                .findFirst().orElseThrow(() -> new IllegalStateException("no report of the executor with pid " + pid + ": " + before));
+        Map<String, String> maps = lastMaps();
+        String ids = maps.getOrDefault(id, "");
+        if (ids.isEmpty()) {
+            throw new IllegalStateException("executor " + id + " ran none of the shuffle's maps: " + rdma.lastMaps);
+        }
+        flip[1].send("read " + maps.get("shuffle") + " " + WORKLOAD.reduces() + " " + ids + " 2");
+        String result = RingCluster.awaitLog(flip[1], "RING-FLIP-RESULT", Duration.ofMinutes(3));
+        flip[0].send("count");
+        String count = RingCluster.awaitLog(flip[0], "RING-FLIP-COUNT", Duration.ofMinutes(1));
+        return "relay " + count.substring("RING-FLIP-COUNT ".length()) + "; reader of maps " + ids + " of shuffle " + maps.get("shuffle")
+                + " on executor " + id + " (2 passes): " + result.substring("RING-FLIP-RESULT ".length());
+    }
+
+    /** The last shuffle's id ({@code shuffle}) and each executor's map ids (by executor id), from {@link RingDriver#lastMaps}. */
+    private Map<String, String> lastMaps() {
+        Map<String, String> maps = new java.util.HashMap<>();
+        for (String field : rdma.lastMaps.split(" ")) {
+            int eq = field.indexOf('=');
+            if (eq > 0) {
+                maps.put(field.substring(0, eq), field.substring(eq + 1));
+            }
+        }
+        return maps;
     }
 
     private ProcessHandle executor(int host) {

@@ -65,10 +65,12 @@ class HostRingTest {
         assertEquals(0, row.duplicated(), row.line());
         assertTrue(row.ok(), row.line() + "\n" + session.cluster.tails());
         assertEquals("", row.leaks(), "resources did not return to their baseline within " + RingSession.SETTLE.toSeconds() + " s:\n" + row.line());
-        assertEquals(RingSession.QUERY, row.query().query(), row.line());
-        assertEquals(0, row.query().lost(), row.line());
-        assertEquals(0, row.query().duplicated(), row.line());
-        assertTrue(row.query().ok(), row.line() + "\n" + session.cluster.tails());
+        if (RingSession.hitsTheQuery(fault)) {
+            assertEquals(RingSession.QUERY, row.query().query(), row.line());
+            assertEquals(0, row.query().lost(), row.line());
+            assertEquals(0, row.query().duplicated(), row.line());
+            assertTrue(row.query().ok(), row.line() + "\n" + session.cluster.tails());
+        }
         return row;
     }
 
@@ -175,5 +177,26 @@ class HostRingTest {
     @Order(17)
     void linkDown30sMidShuffle() {
         assertRecovers(RingSession.Fault.LINK_DOWN_30S);
+    }
+
+    /**
+     * Besides recovering: a reader's READs of real map outputs pass through a relay process that flips a bit in READ
+     * payloads (above TCP's checksum). Bits were flipped, every flip was caught (the tcp wire's CRC32C, or the policy
+     * layer's block CRC32C), no READ delivered a block other than what its writer checksummed, and every READ ended
+     * with the right bytes (re-issued on a new channel).
+     */
+    @Test
+    @Order(18)
+    void bitsFlippedInReadPayloadsAreCaughtAndNeverDelivered() {
+        String flips = assertRecovers(RingSession.Fault.FLIP_READ_PAYLOAD).staleReads();
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("flipped=(\\d+).* reads=(\\d+) intact=(\\d+) wrong=(\\d+) failed=\\{([^}]*)} "
+                + "caughtByWire=(\\d+) caughtByBlockCrc=(\\d+)").matcher(flips);
+        assertTrue(m.find(), flips);
+        long flipped = Long.parseLong(m.group(1));
+        assertTrue(flipped > 0, "the relay flipped no bit: " + flips);
+        assertEquals(0, Integer.parseInt(m.group(4)), "READs delivered wrong blocks: " + flips);
+        assertEquals(flipped, Long.parseLong(m.group(6)) + Long.parseLong(m.group(7)), "every flip is caught: " + flips);
+        assertEquals("", m.group(5), "every READ ends with the right bytes: " + flips);
+        assertEquals(Integer.parseInt(m.group(2)), Integer.parseInt(m.group(3)), flips);
     }
 }

@@ -127,6 +127,8 @@ public final class BothPluginsJob {
                 long blocks = 0;
                 long fetchFallbacks = 0;
                 long published = 0;
+                long mapped = 0;
+                long copied = 0;
                 StringBuilder providers = new StringBuilder();
                 long appFallbacks = 0;
                 for (Map<String, String> r : reports.values()) {
@@ -134,12 +136,16 @@ public final class BothPluginsJob {
                     fetchFallbacks += count(r, "rdma.shuffle.fallback.fetch");
                     appFallbacks += count(r, "rdma.shuffle.fallback.app");
                     published += count(r, "rdma.shuffle.published.maps");
+                    mapped += count(r, "rdma.shuffle.published.mapped");
+                    copied += count(r, "rdma.shuffle.published.copied");
                     providers.append(r.get("provider")).append(' ');
                 }
                 fact(name, "shuffleRdmaBlocks", blocks);
                 fact(name, "shuffleFetchFallbacks", fetchFallbacks);
                 fact(name, "shuffleAppFallbacks", appFallbacks);
                 fact(name, "shufflePublishedMaps", published);
+                fact(name, "shuffleMappedMaps", mapped);
+                fact(name, "shuffleCopiedMaps", copied);
                 System.out.println("fact rdma.providers " + providers.toString().trim());
             }
         }

@@ -117,7 +117,8 @@ class ShadedPluginJarTest {
         List<String> missing = new java.util.ArrayList<>();
         int natives = 0;
         try (URLClassLoader isolated = PluginJarChecks.isolatedLoader("shaded-natives", jar, provided)) {
-            for (String name : List.of("provider.verbs.impl.NativeCm", "provider.verbs.impl.NativeMw")) {
+            for (String name : List.of("provider.verbs.impl.NativeCm", "provider.verbs.impl.NativeMw",
+                    "provider.verbs.impl.NativeMemory", "provider.verbs.impl.NativeMapping")) {
                 Class<?> type = Class.forName(ShadedJarProbe.RELOCATED + name, false, isolated);
                 for (java.lang.reflect.Method m : type.getDeclaredMethods()) {
                     if (java.lang.reflect.Modifier.isNative(m.getModifiers())) {

@@ -175,6 +175,7 @@ public final class MapOutputStore implements AutoCloseable {
             return false;
         }
         metrics.publishedMaps().inc();
+        (output.publisher() == mapped ? metrics.publishedMapped() : metrics.publishedCopied()).inc();
         metrics.publishedBytes().inc(output.bytes());
         LOG.debug("published shuffle {} map {}: {} payload bytes as {} registered bytes in {} region(s)", shuffleId, mapId,
                 payload, output.bytes(), output.regions().size());

@@ -107,6 +107,8 @@ class MapOutputStoreTest {
         assertEquals(framed, executor.store.usedBytes(), "usedBytes is exactly the registered segments");
         assertEquals(1, executor.metrics.publishedMaps().getCount());
         assertEquals(framed, executor.metrics.publishedBytes().getCount());
+        assertEquals(1, executor.metrics.publishedCopied().getCount(), "mapFiles off: a copy");
+        assertEquals(0, executor.metrics.publishedMapped().getCount());
         long payload = java.util.Arrays.stream(LENGTHS).sum();
         assertTrue(framed - payload < 2048 * 5, "framing costs a few hundred bytes per segment, was " + (framed - payload));
     }
@@ -295,6 +297,8 @@ class MapOutputStoreTest {
             long before = mapped.node.registrationCount();
             assertTrue(mapped.store.publish(3, 11, file, LENGTHS));
             assertEquals(before + 1, mapped.node.registrationCount(), "the file mapping alone: the framing is not registered");
+            assertEquals(1, mapped.metrics.publishedMapped().getCount(), "counted as mapped");
+            assertEquals(0, mapped.metrics.publishedCopied().getCount());
             List<MemoryRegion> regions = mapped.store.regions(3, 11);
             assertEquals(1, regions.size());
             long payload = java.util.Arrays.stream(LENGTHS).sum();
@@ -347,13 +351,16 @@ class MapOutputStoreTest {
 
     @Test
     void testAProviderThatCannotRegisterFileMappingsGetsCopies() throws Exception {
+        ShuffleMetrics metrics = new ShuffleMetrics();
         try (Node tcp = ShuffleFixture.node(); MapOutputStore store = new MapOutputStore(new NoReadOnlyMappings(tcp),
-                256L << 20, new ShuffleMetrics(), true)) {
+                256L << 20, metrics, true)) {
             long[] lengths = {3000, 0, 5000};
             assertTrue(store.publish(1, 1, ShuffleFixture.dataFile(dir, 1, 1, lengths), lengths));
             assertEquals(1, store.locate(1, 1, 2).length, "copied: one piece");
             assertTrue(store.publish(1, 2, ShuffleFixture.dataFile(dir, 1, 2, lengths), lengths));
             assertEquals(1, store.locate(1, 2, 0).length, "and from then on");
+            assertEquals(2, metrics.publishedCopied().getCount(), "the report tells the copies");
+            assertEquals(0, metrics.publishedMapped().getCount(), "mapFiles on, but no mapping was registered");
         }
     }
 
@@ -461,7 +468,8 @@ class MapOutputStoreTest {
         Map<String, Long> snapshot = metrics.snapshot();
         assertEquals(3L, snapshot.get(ShuffleMetrics.FALLBACK_FETCH));
         assertEquals(0L, snapshot.get("rdma.read.count"), "the policy layer's counters are in the same registry");
-        for (String name : List.of(ShuffleMetrics.PUBLISHED_MAPS, ShuffleMetrics.PUBLISHED_BYTES,
+        for (String name : List.of(ShuffleMetrics.PUBLISHED_MAPS, ShuffleMetrics.PUBLISHED_MAPPED, ShuffleMetrics.PUBLISHED_COPIED,
+                ShuffleMetrics.PUBLISHED_BYTES,
                 ShuffleMetrics.NOT_PUBLISHED_OVER_CAP, ShuffleMetrics.FETCH_RDMA_BLOCKS, ShuffleMetrics.FETCH_RDMA_BYTES,
                 ShuffleMetrics.FALLBACK_SHUFFLE, ShuffleMetrics.FALLBACK_APP, ShuffleMetrics.LOCATE_REQUESTS)) {
             assertEquals(0L, snapshot.get(name), name);

@@ -26,6 +26,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.zip.CRC32C;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -57,6 +58,7 @@ final class TcpChannel extends AbstractChannel {
         final Kind kind;
         final long sendId;
         TcpRegion source; // loop thread only once enqueued
+        boolean checksummed; // loop thread only: a READ response's CRC32C is in its header
 
         Frame(ByteBuffer[] buffers, Kind kind, long sendId) {
             this(buffers, kind, sendId, null);
@@ -114,6 +116,11 @@ final class TcpChannel extends AbstractChannel {
     private final ByteBuffer[] scatter = new ByteBuffer[2];
     private ByteBuffer payload;
     private Op payloadOp;
+    // A READ payload's CRC32C as it arrives (over payloadSeen, a view of what has arrived so far)
+    // and the one its responder sent in the header.
+    private final CRC32C payloadCrc = new CRC32C();
+    private ByteBuffer payloadSeen;
+    private int payloadExpectedCrc;
     private int readsOnWire;
     private ByteBuffer messageBuffer;
     private int queuedResponses;
@@ -377,6 +384,10 @@ final class TcpChannel extends AbstractChannel {
                     } finally {
                         payload.limit(limit);
                     }
+                    if (payloadOp != null) {
+                        // checksummed while the bytes are still in cache
+                        payloadCrc.update(payloadSeen.limit(payload.position()));
+                    }
                 }
                 end = window.position();
                 if (n < 0) {
@@ -425,7 +436,7 @@ final class TcpChannel extends AbstractChannel {
         }
         switch (type) {
             case Wire.READ_REQ -> serveRead(id, a, b, c);
-            case Wire.READ_RESP -> onReadResponse(id, b, c);
+            case Wire.READ_RESP -> onReadResponse(id, (int) a, b, c);
             case Wire.SEND -> {
                 if (c < 0 || c > node.options.maxMessageSize()) {
                     violation("message of " + c + " bytes exceeds the maximum of " + node.options.maxMessageSize());
@@ -497,7 +508,7 @@ final class TcpChannel extends AbstractChannel {
                 .putInt(0).flip();
     }
 
-    private void onReadResponse(long id, int code, int length) {
+    private void onReadResponse(long id, int crc32c, int code, int length) {
         Op op = pending.get(id);
         Status status = Wire.status(code);
         if (op == null || op.destination == null || readsOnWire == 0 || start != end) {
@@ -520,6 +531,9 @@ final class TcpChannel extends AbstractChannel {
         } else {
             payload = op.destination.duplicate().clear();
             payloadOp = op;
+            payloadSeen = op.destination.duplicate().clear().limit(0);
+            payloadCrc.reset();
+            payloadExpectedCrc = crc32c;
         }
     }
 
@@ -529,6 +543,18 @@ final class TcpChannel extends AbstractChannel {
         payload = null;
         payloadOp = null;
         if (op != null) {
+            int crc32c = (int) payloadCrc.getValue();
+            payloadSeen = null;
+            if (crc32c != payloadExpectedCrc) {
+                // What RoCE's ICRC is to a verbs READ: the bytes changed on the way (above TCP's own
+                // checksum: a relay, a NIC, memory). The READ fails, never delivers; the channel goes,
+                // as a queue pair does on a completion error, and the caller re-issues or falls back.
+                terminate(new TransportException(Status.BAD_RESPONSE, "READ " + op.id + " from " + remoteAddress()
+                        + ": payload CRC32C 0x" + Integer.toHexString(crc32c) + " does not match the 0x"
+                        + Integer.toHexString(payloadExpectedCrc) + " its responder sent (corrupted on the way)"), op.id,
+                        Status.FLUSHED);
+                return;
+            }
             finish(op.id, null);
             return;
         }
@@ -601,6 +627,13 @@ final class TcpChannel extends AbstractChannel {
                     frame.refuse();
                 } else if (frame.source != null) {
                     pinned.add(frame.source);
+                    if (!frame.checksummed) {
+                        // under the pin, before the header goes out: the CRC32C of exactly the bytes sent
+                        CRC32C crc = new CRC32C();
+                        crc.update(frame.buffers[1].duplicate());
+                        frame.buffers[0].putLong(9, crc.getValue());
+                        frame.checksummed = true;
+                    }
                 }
                 for (ByteBuffer b : frame.buffers) {
                     if (budget <= 0) {

@@ -11,11 +11,16 @@ import io.rdmaplane.rdma.provider.Status;
  * <pre>
  * HELLO      id=lane         a=MAGIC&lt;&lt;32|VERSION  b=max message size  c=queue depth
  * READ_REQ   id=request id   a=remote address     b=rkey               c=length
- * READ_RESP  id=request id   a=0                  b=status code        c=payload length (0 on error)
+ * READ_RESP  id=request id   a=CRC32C of payload  b=status code        c=payload length (0 on error)
  * SEND       id=0            a=0                  b=0                  c=payload length
  * </pre>
  * A connector's HELLO names its channel's lane (0 bulk, 1 control): the acceptor serves the
  * channel on that lane's thread.
+ * <p>A READ_RESP's {@code a} is the CRC32C (in its low 32 bits) of the payload as the responder sent it,
+ * computed while its region is pinned; the requester checks it as the payload arrives and fails the
+ * READ with {@code BAD_RESPONSE} on a mismatch, so no corrupted byte is ever completed as a READ. It is
+ * this wire's ICRC: TCP's own 16-bit checksum covers only the kernel-to-kernel hop, not a relay,
+ * a NIC offload or memory on the way (version 2 of the protocol; version 1 had no checksum).
  */
 final class Wire {
     static final int HEADER_BYTES = 25;
@@ -24,7 +29,7 @@ final class Wire {
     static final byte READ_RESP = 3;
     static final byte SEND = 4;
     static final long MAGIC = 0x52444d54L; // "RDMT"
-    static final int VERSION = 1;
+    static final int VERSION = 2;
 
     private Wire() {
     }

@@ -130,6 +130,25 @@ public final class RdmaDevices {
         }
     }
 
+    /**
+     * The NUMA node of the device one of whose GIDs holds {@code ipv4} (sysfs {@code device/numa_node}), where
+     * the memory it registers should live; -1 when no device has it or the device reports no node (software
+     * devices, one-node machines).
+     */
+    public static int numaNodeServing(Path root, String ipv4) {
+        for (Device d : devices(root)) {
+            boolean serves = d.ports().stream().flatMap(p -> p.gids().stream()).anyMatch(g -> ipv4.equals(g.ipv4()));
+            if (serves) {
+                try {
+                    return d.numaNode() == null ? -1 : Math.max(-1, Integer.parseInt(d.numaNode().trim()));
+                } catch (NumberFormatException e) {
+                    return -1;
+                }
+            }
+        }
+        return -1;
+    }
+
     /** The devices of this machine. */
     public static List<Device> devices() {
         return devices(Path.of("/"));

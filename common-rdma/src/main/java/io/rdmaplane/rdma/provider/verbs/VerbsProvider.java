@@ -1,10 +1,12 @@
 package io.rdmaplane.rdma.provider.verbs;
 
+import io.rdmaplane.rdma.provider.HostMemory;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
+import java.io.IOException;
 import java.lang.reflect.InvocationTargetException;
 import java.nio.file.Path;
 import java.util.List;
@@ -99,6 +101,28 @@ public final class VerbsProvider implements TransportProvider {
         } catch (ReflectiveOperationException | LinkageError | ClassCastException e) {
             throw new TransportException(Status.UNAVAILABLE,
                     "the verbs implementation cannot be loaded through DisniRuntime: " + e, e);
+        }
+    }
+
+    /**
+     * The bundled native library's memory mappings (huge pages, NUMA placement), which need the library
+     * only, not an RDMA device: tcp nodes' pools use them too.
+     */
+    @Override
+    public HostMemory hostMemory() throws IOException {
+        DisniRuntime.State state = DisniRuntime.state();
+        return hostMemory(state.loader, state.cause);
+    }
+
+    /** The library's {@link HostMemory} from a probe's outcome (a loader, or why there is none). */
+    static HostMemory hostMemory(ClassLoader loader, Throwable cause) throws IOException {
+        if (loader == null) {
+            throw new IOException("the bundled native library is unavailable: " + cause.getMessage(), cause);
+        }
+        try {
+            return (HostMemory) Class.forName(IMPL_PACKAGE + "NativeMemory", true, loader).getConstructor().newInstance();
+        } catch (ReflectiveOperationException | LinkageError | ClassCastException e) {
+            throw new IOException("the bundled native library maps no memory: " + e, e);
         }
     }
 

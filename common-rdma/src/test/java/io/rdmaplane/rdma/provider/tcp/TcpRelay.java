@@ -7,7 +7,9 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketException;
+import java.nio.ByteBuffer;
 import java.util.List;
+import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -18,7 +20,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * byte, by two threads. {@link #stall(boolean)} stops forwarding (the sockets' buffers fill up, as
  * with a hung peer); {@link #stallReplies(boolean)} stops only what the target sends back (a peer
  * that sends requests but stops reading); {@link #cut()} resets every connection on both sides, as a
- * pulled cable.
+ * pulled cable; {@link #flipReadPayloads(int, int)} flips one bit in some READ responses' payloads (a
+ * corruption above TCP's checksum: what the wire's own CRC32C is for).
  */
 final class TcpRelay implements AutoCloseable {
     private final InetSocketAddress target;
@@ -29,6 +32,10 @@ final class TcpRelay implements AutoCloseable {
     private boolean repliesStalled; // guarded by gate
     private final AtomicLong repliesRead = new AtomicLong();
     private volatile boolean closed;
+    private volatile int flipEvery; // 0: no flips
+    private volatile int flipMax;
+    private final AtomicLong readResponses = new AtomicLong();
+    private final AtomicLong flipped = new AtomicLong();
 
     TcpRelay(InetSocketAddress target) throws IOException {
         this.target = target;
@@ -52,6 +59,20 @@ final class TcpRelay implements AutoCloseable {
             repliesStalled = stall;
             gate.notifyAll();
         }
+    }
+
+    /**
+     * From now on, flips one random bit in the payload of every {@code every}-th READ response that carries bytes
+     * (the first one included), {@code max} times at most.
+     */
+    void flipReadPayloads(int every, int max) {
+        flipMax = max;
+        flipEvery = every;
+    }
+
+    /** How many bits the relay has flipped so far. */
+    long flipped() {
+        return flipped.get();
     }
 
     /** Bytes the relay has taken from the target so far (forwarded or held by a stall). */
@@ -90,10 +111,12 @@ final class TcpRelay implements AutoCloseable {
 
     private void pump(Socket from, Socket to, boolean replies) {
         byte[] buffer = new byte[64 << 10];
+        Frames frames = new Frames();
         try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
             for (int n; (n = in.read(buffer)) > 0; ) {
                 if (replies) {
                     repliesRead.addAndGet(n);
+                    frames.scan(buffer, n);
                 }
                 awaitNotStalled(replies);
                 out.write(buffer, 0, n);
@@ -105,6 +128,50 @@ final class TcpRelay implements AutoCloseable {
             sockets.remove(to);
             closeQuietly(from);
             closeQuietly(to);
+        }
+    }
+
+    /** Follows the frames of what a target sends back (see {@link Wire}) to find READ payload bytes to flip. */
+    private final class Frames {
+        private final byte[] header = new byte[Wire.HEADER_BYTES];
+        private final Random random = new Random(14);
+        private int headerBytes;
+        private long payloadLeft;
+        private long flipAt = -1; // the payload byte to flip, counted from here; -1: none in this payload
+
+        void scan(byte[] bytes, int n) {
+            for (int i = 0; i < n; ) {
+                if (payloadLeft == 0) {
+                    int take = Math.min(Wire.HEADER_BYTES - headerBytes, n - i);
+                    System.arraycopy(bytes, i, header, headerBytes, take);
+                    headerBytes += take;
+                    i += take;
+                    if (headerBytes == Wire.HEADER_BYTES) {
+                        headerBytes = 0;
+                        ByteBuffer h = ByteBuffer.wrap(header);
+                        byte type = h.get(0);
+                        int length = h.getInt(21);
+                        payloadLeft = type == Wire.READ_RESP || type == Wire.SEND ? length : 0;
+                        flipAt = type == Wire.READ_RESP && length > 0 && flipThisOne() ? random.nextInt(length) : -1;
+                    }
+                } else {
+                    int take = (int) Math.min(payloadLeft, n - i);
+                    if (flipAt >= 0 && flipAt < take) {
+                        bytes[i + (int) flipAt] ^= (byte) (1 << random.nextInt(8));
+                        flipped.incrementAndGet();
+                        flipAt = -1;
+                    } else if (flipAt >= 0) {
+                        flipAt -= take;
+                    }
+                    payloadLeft -= take;
+                    i += take;
+                }
+            }
+        }
+
+        private boolean flipThisOne() {
+            int every = flipEvery;
+            return every > 0 && readResponses.getAndIncrement() % every == 0 && flipped.get() < flipMax;
         }
     }
 

@@ -21,6 +21,7 @@ import org.junit.jupiter.api.Test;
 class DisniRuntimeTest {
 
     static final String CHECKS = "io.rdmaplane.rdma.provider.verbs.impl.DisniHostChecks";
+    static final String REGISTRATION = "io.rdmaplane.rdma.provider.verbs.impl.RegistrationChecks";
 
     @Test
     void availableWithTheBundledLibrary() {
@@ -62,6 +63,30 @@ class DisniRuntimeTest {
     @Test
     void postSendHandsRealIbvSendWrListsToTheLibrary() throws Exception {
         DisniTestSupport.call(CHECKS, "postSendSerialisesRealWorkRequests");
+    }
+
+    /**
+     * The advice VerbsNode gives a private file mapping before registering it (ibv_reg_mr of one hung on
+     * 7.2/ext4 without MADV_NOHUGEPAGE): the mapping carries the kernel's "nh" flag afterwards; a shared
+     * mapping is left as it is.
+     */
+    @Test
+    void privateFileMappingsAreAdvisedOffHugePagesBeforeRegistering(@org.junit.jupiter.api.io.TempDir Path dir) throws Exception {
+        Path file = Files.write(dir.resolve("data"), new byte[1 << 20]);
+        java.nio.ByteBuffer privateMapping;
+        java.nio.ByteBuffer sharedMapping;
+        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
+                java.nio.file.StandardOpenOption.READ, java.nio.file.StandardOpenOption.WRITE)) {
+            privateMapping = ch.map(java.nio.channels.FileChannel.MapMode.PRIVATE, 0, ch.size()).asReadOnlyBuffer();
+            sharedMapping = ch.map(java.nio.channels.FileChannel.MapMode.READ_ONLY, 0, ch.size());
+        }
+        String before = (String) DisniTestSupport.call(REGISTRATION, "vmFlags", privateMapping);
+        String advised = (String) DisniTestSupport.call(REGISTRATION, "adviseAsBeforeRegistering", privateMapping);
+        String shared = (String) DisniTestSupport.call(REGISTRATION, "adviseAsBeforeRegistering", sharedMapping);
+        System.out.println("[disni] VmFlags of a private file mapping before: " + before + "; advised: " + advised
+                + "; a shared one after the same call: " + shared);
+        assertTrue(java.util.List.of(advised.split(" ")).contains("nh"), advised);
+        assertTrue(!java.util.List.of(shared.split(" ")).contains("nh"), shared);
     }
 
     @Test

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.testing.Skip;
@@ -33,6 +34,14 @@ class DisniRuntimeUnavailableTest {
         String message = state.cause.getMessage();
         assertTrue(message.contains("no bundled native library native/" + PLATFORM + "/libdisni.so"), message);
         assertTrue(message.contains("libibverbs-dev") && message.contains("librdmacm-dev"), message);
+    }
+
+    @Test
+    void withoutTheLibraryNoMemoryIsMappedAndTheCauseSaysWhy() {
+        DisniRuntime.State state = DisniRuntime.probe(DisniTestSupport.withoutNativeResources());
+        IOException e = assertThrows(IOException.class, () -> VerbsProvider.hostMemory(state.loader, state.cause));
+        assertTrue(e.getMessage().startsWith("the bundled native library is unavailable: no bundled native library native/"
+                + PLATFORM + "/libdisni.so"), e.getMessage());
     }
 
     @Test

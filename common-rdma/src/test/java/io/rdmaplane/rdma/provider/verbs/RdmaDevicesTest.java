@@ -102,6 +102,23 @@ class RdmaDevicesTest {
         assertEquals(-1, RdmaDevices.roceMtu(300));
     }
 
+    @Test
+    void theNumaNodeOfTheDeviceServingAnAddress(@TempDir Path root) throws IOException {
+        port(root, "mlx5_0", 1, "4: ACTIVE", "Ethernet", "eth2");
+        port(root, "rxe0", 1, "4: ACTIVE", "Ethernet", "eth1");
+        Path mlx = root.resolve(RdmaDevices.CLASS_DIR).resolve("mlx5_0");
+        Files.createDirectories(mlx.resolve("device"));
+        Files.writeString(mlx.resolve("device/numa_node"), "1\n");
+        Files.writeString(mlx.resolve("ports/1/gids/1"), "0000:0000:0000:0000:0000:ffff:0a00:0005\n");
+        Files.writeString(root.resolve(RdmaDevices.CLASS_DIR).resolve("rxe0/ports/1/gids/1"),
+                "0000:0000:0000:0000:0000:ffff:c0a8:4d01\n");
+        assertEquals(1, RdmaDevices.numaNodeServing(root, "10.0.0.5"));
+        assertEquals(-1, RdmaDevices.numaNodeServing(root, "192.168.77.1"), "a software device has no node");
+        assertEquals(-1, RdmaDevices.numaNodeServing(root, "10.9.9.9"), "no device serves it");
+        Files.writeString(mlx.resolve("device/numa_node"), "-1\n");
+        assertEquals(-1, RdmaDevices.numaNodeServing(root, "10.0.0.5"), "the firmware does not say");
+    }
+
     /** A port as the kernel lays it out; a netdev goes to GID 0 (a link-local GID, as every RoCE port has). */
     private static void port(Path root, String device, int n, String state, String linkLayer, String netdev) throws IOException {
         Path port = Files.createDirectories(root.resolve(RdmaDevices.CLASS_DIR).resolve(device).resolve("ports")

@@ -22,12 +22,14 @@ import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.VerbsOptions;
+import io.rdmaplane.rdma.provider.verbs.RdmaDevices;
 import io.rdmaplane.rdma.provider.verbs.VerbsProvider;
 import java.io.IOException;
 import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
@@ -78,6 +80,8 @@ public final class VerbsNode implements Node {
     private final SendPool sendPool;
     /** Type 2 memory windows the device holds; 0: it binds none, and keys are per region. */
     private final int type2Windows;
+    /** The NUMA node of the device of the bind address, where pools place their memory; -1 if none. */
+    private final int numaNode;
     private final CmEventLoop cm;
     private final Map<Integer, VerbsChannel> channels = new ConcurrentHashMap<>();
     private final Set<VerbsRegion> regions = ConcurrentHashMap.newKeySet();
@@ -132,6 +136,9 @@ public final class VerbsNode implements Node {
         this.control = controlCq;
         this.sendPool = new SendPool(pd, options.maxMessageSize() + Frames.HEADER);
         this.type2Windows = windowsOf(context);
+        // A wildcard bind has no one device to ask (memory goes where the kernel puts it).
+        InetAddress bound = options.bindAddress().getAddress();
+        this.numaNode = bound.isAnyLocalAddress() ? -1 : RdmaDevices.numaNodeServing(Path.of("/"), bound.getHostAddress());
         this.cm = new CmEventLoop(this, events, Math.toIntExact(options.verbs().cmTick().toMillis()));
         // The control lane's thread sleeps on its completion channel even when bulk busy-polls: two
         // spinning threads per node would starve the very callers they serve on a small host.
@@ -304,6 +311,7 @@ public final class VerbsNode implements Node {
             }
             IbvMr mr;
             try {
+                avoidHugePagesOfPrivateFileMappings(address, memory.capacity());
                 mr = Verbs.register(pd, address, memory.capacity(), flags);
             } catch (IOException | RuntimeException e) {
                 throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "ibv_reg_mr of " + memory.capacity()
@@ -314,6 +322,22 @@ public final class VerbsNode implements Node {
             regions.add(region);
             registrations.incrementAndGet();
             return region;
+        }
+    }
+
+    /**
+     * A private file mapping (MAP_PRIVATE, e.g. MapMode.PRIVATE) is advised MADV_NOHUGEPAGE before it is
+     * registered: on Linux 7.2 (ext4) ibv_reg_mr of a read-only one hung otherwise (issue 12's table).
+     * EINVAL means a kernel without transparent huge pages, where there is nothing to avoid.
+     */
+    static void avoidHugePagesOfPrivateFileMappings(long address, long length) throws IOException {
+        if (!PrivateFileMappings.overlaps(address, length)) {
+            return;
+        }
+        int rc = NativeMapping.adviseNoHugePages(address, length);
+        if (rc != 0 && rc != -22) {
+            throw new IOException("madvise(MADV_NOHUGEPAGE) of a private file mapping failed (errno " + -rc
+                    + "); not registered, since ibv_reg_mr of such a mapping can hang without it");
         }
     }
 
@@ -334,6 +358,11 @@ public final class VerbsNode implements Node {
 
     void forget(VerbsRegion region) {
         regions.remove(region);
+    }
+
+    @Override
+    public int numaNode() {
+        return numaNode;
     }
 
     @Override

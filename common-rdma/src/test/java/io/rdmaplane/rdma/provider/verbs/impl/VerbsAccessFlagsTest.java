@@ -1,6 +1,8 @@
 package io.rdmaplane.rdma.provider.verbs.impl;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.ibm.disni.verbs.IbvMr;
 import io.rdmaplane.rdma.provider.Access;
@@ -44,5 +46,30 @@ class VerbsAccessFlagsTest {
         assertEquals(0, flags & (IbvMr.IBV_ACCESS_REMOTE_READ | IbvMr.IBV_ACCESS_REMOTE_WRITE | IbvMr.IBV_ACCESS_REMOTE_ATOMIC),
                 "the region's own rkey must READ nothing remotely");
         assertEquals(0, flags & (IbvMr.IBV_ACCESS_ON_DEMAND | IbvMr.IBV_ACCESS_LOCAL_WRITE));
+    }
+
+    /** Every registration of the provider goes through Verbs.register, which refuses ODP before any verbs call. */
+    @Test
+    void theRegistrationPathRefusesOnDemandPaging() {
+        IllegalArgumentException refused = assertThrows(IllegalArgumentException.class,
+                () -> Verbs.register(null, 4096, 4096, IbvMr.IBV_ACCESS_REMOTE_READ | IbvMr.IBV_ACCESS_ON_DEMAND));
+        assertTrue(refused.getMessage().contains("On-Demand Paging"), refused.getMessage());
+    }
+
+    /** ...and nothing else in the provider calls DiSNI's regMr (which passes any flag to ibv_reg_mr). */
+    @Test
+    void onlyVerbsRegisterCallsRegMr() throws java.io.IOException {
+        java.nio.file.Path impl = java.nio.file.Path.of("src/main/java/io/rdmaplane/rdma/provider/verbs/impl");
+        java.util.List<String> callers;
+        try (var files = java.nio.file.Files.list(impl)) {
+            callers = files.filter(f -> {
+                try {
+                    return java.nio.file.Files.readString(f).contains(".regMr(");
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            }).map(f -> f.getFileName().toString()).toList();
+        }
+        assertEquals(java.util.List.of("Verbs.java"), callers, "calls of IbvPd.regMr outside Verbs.register");
     }
 }

@@ -65,7 +65,7 @@ public final class RingFlipRead {
             int wrong = 0;
             Map<String, Integer> failed = new TreeMap<>();
             for (int pass = 0; pass < Integer.parseInt(w[4]); pass++) {
-                for (LocateProtocol.Location l : locate(peer, shuffle, refs)) {
+                for (LocateProtocol.Location l : RingStaleRead.locate(peer, shuffle, refs)) {
                     if (l instanceof LocateProtocol.Read read) {
                         reads++;
                         String outcome = read(peer, node, read);
@@ -89,16 +89,6 @@ public final class RingFlipRead {
 
     private static long count(PolicyMetrics metrics, String name) {
         return metrics.registry().counter(name).getCount();
-    }
-
-    private static List<LocateProtocol.Location> locate(PeerConnection peer, int shuffle, List<LocateProtocol.BlockRef> refs) throws Exception {
-        List<LocateProtocol.Location> out = new ArrayList<>();
-        for (int i = 0; i < refs.size(); i += LocateProtocol.BLOCKS_PER_REQUEST) {
-            List<LocateProtocol.BlockRef> part = refs.subList(i, Math.min(refs.size(), i + LocateProtocol.BLOCKS_PER_REQUEST));
-            ByteBuffer answer = peer.request(LocateProtocol.encodeRequest(new LocateProtocol.Request(shuffle, part))).get(60, TimeUnit.SECONDS);
-            out.addAll(LocateProtocol.decodeResponse(answer, part.size()));
-        }
-        return out;
     }
 
     /** One READ: "intact" (the writer's CRC32C), "wrong" (delivered, another CRC32C) or what failed it. */

@@ -87,7 +87,8 @@ public final class RingStaleRead {
         }
     }
 
-    private static List<LocateProtocol.Location> locate(PeerConnection peer, int shuffle, List<LocateProtocol.BlockRef> refs) throws Exception {
+    /** LOCATEs {@code refs} at {@code peer}, in requests of at most {@link LocateProtocol#BLOCKS_PER_REQUEST} blocks (also RingFlipRead's). */
+    static List<LocateProtocol.Location> locate(PeerConnection peer, int shuffle, List<LocateProtocol.BlockRef> refs) throws Exception {
         List<LocateProtocol.Location> out = new ArrayList<>();
         for (int i = 0; i < refs.size(); i += LocateProtocol.BLOCKS_PER_REQUEST) {
             List<LocateProtocol.BlockRef> part = refs.subList(i, Math.min(refs.size(), i + LocateProtocol.BLOCKS_PER_REQUEST));

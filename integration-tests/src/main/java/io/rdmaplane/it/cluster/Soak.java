@@ -36,43 +36,60 @@ public final class Soak {
             System.exit(2);
         }
         System.out.println("soak: rounds=" + rounds + " minutes=" + budget.toMinutes() + " seed=" + seed + " faults:\n" + RingSession.describeFaults());
+        Summary summary;
+        try (RingSession session = RingSession.start(RingLines.fromTestClassPath(), Path.of("target/ring-soak"), budget.plusMinutes(10))) {
+            summary = rounds(session, faults, rounds, budget, new Random(seed));
+        }
+        System.out.println("soak: " + summary);
+        System.exit(summary.clean() ? 0 : 1);
+    }
+
+    /** What a soak's rounds came to; {@link #toString()} is the summary line's text after "soak: ". */
+    public record Summary(int rounds, int faults, long lost, long duplicated, int failedJobs, int roundsLeaked) {
+        public boolean clean() {
+            return lost == 0 && duplicated == 0 && failedJobs == 0 && roundsLeaked == 0;
+        }
+
+        @Override
+        public String toString() {
+            return rounds + " rounds, " + faults + " faults, " + lost + " lost, " + duplicated + " duplicated, " + failedJobs
+                    + " failed jobs, " + roundsLeaked + " rounds leaked";
+        }
+    }
+
+    /**
+     * Up to {@code rounds} rounds on {@code session}, each a fault drawn from {@code faults}, within {@code budget};
+     * prints a row per round. Stops at a round whose fault could not be run (the ring is then in an unknown state).
+     */
+    public static Summary rounds(RingSession session, List<RingSession.Fault> faults, int rounds, Duration budget, Random random) {
         long end = System.nanoTime() + budget.toNanos();
-        Random random = new Random(seed);
         int done = 0;
-        int faulted = 0;
         long lost = 0;
         long duplicated = 0;
         int failed = 0;
         int leaked = 0;
-        try (RingSession session = RingSession.start(RingLines.fromTestClassPath(), Path.of("target/ring-soak"), budget.plusMinutes(10))) {
-            System.out.println("round " + RingSession.Row.header());
-            for (int round = 1; round <= rounds && System.nanoTime() < end; round++) {
-                RingSession.Fault fault = faults.get(random.nextInt(faults.size()));
-                RingSession.Row row;
-                try {
-                    row = session.run(fault);
-                } catch (RuntimeException e) {
-                    System.out.println(String.format("%5d %-18s FAILED %s", round, fault, e.getMessage()));
-                    failed++;
-                    done++;
-                    faulted++;
-                    break; // the ring is in an unknown state: stop here
-                }
-                System.out.println(String.format("%5d %s", round, row.line()));
-                done++;
-                faulted++;
-                lost += row.lost() + row.query().lost();
-                duplicated += row.duplicated() + row.query().duplicated();
-                if (!row.ok() || !row.query().ok()) {
-                    failed++;
-                }
-                if (!row.leaks().isEmpty()) {
-                    leaked++;
-                }
+        System.out.println("round " + RingSession.Row.header());
+        for (int round = 1; round <= rounds && System.nanoTime() < end; round++) {
+            RingSession.Fault fault = faults.get(random.nextInt(faults.size()));
+            RingSession.Row row;
+            done++;
+            try {
+                row = session.run(fault);
+            } catch (RuntimeException e) {
+                System.out.println(String.format("%5d %-18s FAILED %s", round, fault, e.getMessage()));
+                failed++;
+                break;
+            }
+            System.out.println(String.format("%5d %s", round, row.line()));
+            lost += row.lost() + row.query().lost();
+            duplicated += row.duplicated() + row.query().duplicated();
+            if (!row.ok() || !row.query().ok()) {
+                failed++;
+            }
+            if (!row.leaks().isEmpty()) {
+                leaked++;
             }
         }
-        System.out.println("soak: " + done + " rounds, " + faulted + " faults, " + lost + " lost, " + duplicated + " duplicated, " + failed
-                + " failed jobs, " + leaked + " rounds leaked");
-        System.exit(lost == 0 && duplicated == 0 && failed == 0 && leaked == 0 ? 0 : 1);
+        return new Summary(done, done, lost, duplicated, failed, leaked);
     }
 }

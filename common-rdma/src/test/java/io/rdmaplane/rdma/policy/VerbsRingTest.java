@@ -152,16 +152,22 @@ class VerbsRingTest {
     @Test
     @Order(4)
     void linkDownPastTheReconnectAttemptsEndsInFallbackWithTheSameBytes() throws Exception {
+        // As in the round before: the link goes down first and the round posts its READs at once (a cut after the
+        // first blocks came too late in a CI run: all 24 blocks were in within 1.6 s, and no channel ever failed).
         int from = reader.lines.size();
-        Map<String, String> r = round("link down past the attempts", BLOCKS, () -> {
-            linkDown();
-            try {
+        reader.send("round prime 1"); // fresh descriptors for the rebuilt data channel, both channels READY
+        reader.awaitLine("ROUND prime ", from);
+        linkDown();
+        Map<String, String> r;
+        try {
+            r = round("link down past the attempts", BLOCKS, true, () -> {
                 // Past every reconnect attempt: the channel fails and the waiting READs fall back.
                 reader.awaitLine(l -> l.startsWith("STATE ") && l.endsWith("->FAILED"), from, "a channel failing");
-            } finally {
                 linkUp();
-            }
-        });
+            });
+        } finally {
+            linkUp(); // again when the round failed (a link already up stays up)
+        }
         assertTrue(number(r, "tcp") >= 1, () -> "blocks fell back to TCP: " + r);
         assertTrue(number(r, "rdma.fallbacks") >= 1, () -> "the policy layer said fall back: " + r);
         assertBackToBaseline("link down past the attempts");

@@ -10,6 +10,7 @@ logs=$here/target/ci-logs
 mkdir -p "$logs"
 start=$(date +%s)
 failed=()
+declare -A took
 step() {
   local name=$1 began rc
   shift
@@ -17,6 +18,7 @@ step() {
   echo "ci: ==== $name"
   "$@" 2>&1 | tee "$logs/$name.log"
   rc=${PIPESTATUS[0]}
+  took[$name]=$(( $(date +%s) - began ))
   if [ "$rc" -eq 0 ]; then
     echo "ci: ---- $name passed in $(( $(date +%s) - began )) s"
   else
@@ -24,23 +26,32 @@ step() {
     failed+=("$name")
   fi
 }
-# The lines of a step's log that say what failed: JUnit's failed tests (console launcher: ✘ and the
-# "=>" of its failure list; surefire: "<<< FAILURE!" and the counts), assertion messages, the
-# steps' own FAILED lines and ERROR lines. At most 60 (the first: later ones are mostly echoes), each cut at 400 characters.
+# The lines of a step's log that say what failed, at most 40, each cut at 400 characters. Only the
+# tail of a CI run's output reaches whoever reads it, so the decisive lines come last: first up to
+# 10 lines logged at level ERROR (a WARN naming a REMOTE_ACCESS_ERROR is expected in refusal tests
+# and is no level), then up to 30 that name the failure: JUnit's failed tests (console launcher: ✘
+# and the "=>" of its failure list; surefire: "<<< FAILURE!" and the counts), assertion messages,
+# the steps' own FAILED and error lines, a JVM's fatal error, a VM that gave no result.
 why() {
-  grep -a -E '✘|=> |<<< (FAILURE|ERROR)|AssertionFailedError|Tests run:.*(Failures|Errors): [1-9]|(^|[^>])FAILED|ERROR|ROUND-TIMEOUT|FETCH-FAILED' "$1" \
-    | head -60 | cut -c1-400
+  grep -a -E '(^|[] :])ERROR[] :]' "$1" | grep -a -v 'RECEIVED SIGNAL' | head -10 | cut -c1-400
+  grep -a -E '✘|=> |<<< (FAILURE|ERROR)|AssertionFailedError|Tests run:.*(Failures|Errors): [1-9]|(^|[^>])FAILED|ROUND-TIMEOUT|FETCH-FAILED|: error: |A fatal error has been detected|no JUnit report|exit(ed with)? status [1-9]' "$1" \
+    | head -30 | cut -c1-400
 }
 step spark-lines bash "$here/lines/ci.sh"
 step fuzz bash "$here/fuzz.sh"
 step soft-roce-ring bash "$here/vm/ci.sh"
+times="spark-lines ${took[spark-lines]} s, fuzz ${took[fuzz]} s, soft-roce-ring ${took[soft-roce-ring]} s"
+# The VM ring's steps on one line, e.g. "passed 112 s: smoke.sh --hosts 3 (unstable); ...".
+vm_times=$(grep -a -E '^vm/ci: (passed|FAILED) [0-9]+ s: ' "$logs/soft-roce-ring.log" | sed 's/^vm\/ci: //' | paste -sd ';' | sed 's/;/; /g')
 if [ ${#failed[@]} -eq 0 ]; then
-  echo "ci: PASSED in $(( $(date +%s) - start )) s"
+  [ -z "$vm_times" ] || echo "ci: soft-roce-ring steps: $vm_times"
+  echo "ci: PASSED in $(( $(date +%s) - start )) s ($times)"
 else
   for name in "${failed[@]}"; do
     echo "ci: why $name failed (its failure lines; the whole log is $logs/$name.log):"
     why "$logs/$name.log" | sed 's/^/ci:   /'
   done
-  echo "ci: FAILED (${failed[*]}) in $(( $(date +%s) - start )) s"
+  [ -z "$vm_times" ] || echo "ci: soft-roce-ring steps: $vm_times"
+  echo "ci: FAILED (${failed[*]}) in $(( $(date +%s) - start )) s ($times)"
   exit 1
 fi

@@ -37,9 +37,7 @@ if [ "${1:-}" = --in-vm ]; then
   out=${RDMA_VM_RESULTS:-/tmp/hdfs-verbs}
   mkdir -p "$out"
   [ "${RDMA_VM_HOSTS:-0}" -ge 3 ] || { log "needs run.sh --hosts 3 (RDMA_VM_HOSTS=${RDMA_VM_HOSTS:-unset})"; exit 2; }
-  devs=(rxe0 rxe1 $RDMA_VM_HOST_DEVS)
-  declare -A before
-  for d in "${devs[@]}"; do before[$d]=$(counters "$d"); done
+  rxe_snapshot /tmp/hdfs-verbs-rxe-before
   dir=$(mktemp -d /tmp/hdfs-verbs.XXXXXX)
   log "kernel $(uname -r); devices: $(ls /sys/class/infiniband | tr '\n' ' '); ring folder $dir on" \
     "$(stat -f -c %T "$dir") ($(awk '$2 == "/" {print $1 " " $3 " " $4}' /proc/mounts | tail -1))"
@@ -53,20 +51,11 @@ if [ "${1:-}" = --in-vm ]; then
   log "block files: $(find "$dir"/hdfs -name 'blk_*' ! -name '*.meta' 2>/dev/null | wc -l) on $(stat -f -c %T "$dir/hdfs" 2>/dev/null || echo '?')"
   # Every device's packet counters over the run: the hosts' devices carried the reads, no other one.
   moved_ok=1
-  for d in "${devs[@]}"; do
-    after=$(counters "$d")
-    sent=$(( $(counter "$after" sent_pkts) - $(counter "${before[$d]}" sent_pkts) ))
-    rcvd=$(( $(counter "$after" rcvd_pkts) - $(counter "${before[$d]}" rcvd_pkts) ))
-    log "$d: sent_pkts +$sent, rcvd_pkts +$rcvd"
-    echo "$d $sent $rcvd" >> "$out/rxe-delta"
-    case " $RDMA_VM_HOST_DEVS " in
-      *" $d "*) [ "$sent" -gt 0 ] && [ "$rcvd" -gt 0 ] || { log "$d (a host of the ring) carried no packets"; moved_ok=0; } ;;
-      *) [ "$sent" = 0 ] && [ "$rcvd" = 0 ] || { log "$d (no host of the ring) carried packets"; moved_ok=0; } ;;
-    esac
-    if [ "$d" = "$RDMA_VM_HOST1_DEV" ] && [ "$rcvd" -lt $(( HV_SIZE / 1024 )) ]; then
-      log "$d (the client's) received $rcvd packets, fewer than one per 1024 bytes of the $HV_SIZE-byte file read"; moved_ok=0
-    fi
-  done
+  rxe_moved /tmp/hdfs-verbs-rxe-before "$out/rxe-delta" || moved_ok=0
+  rcvd=$(awk -v d="$RDMA_VM_HOST1_DEV" '$1 == d { print $3 }' "$out/rxe-delta")
+  if [ "${rcvd:-0}" -lt $(( HV_SIZE / 1024 )) ]; then
+    log "$RDMA_VM_HOST1_DEV (the client's) received ${rcvd:-0} packets, fewer than one per 1024 bytes of the $HV_SIZE-byte file read"; moved_ok=0
+  fi
   cp -r "$dir/logs" "$out/" 2>/dev/null || true
   rm -rf "$dir"
   [ "$rc" = 0 ] && [ "$moved_ok" = 0 ] && rc=3

@@ -5,10 +5,13 @@
 # VerbsClusterTest (JVMs in the cluster's namespaces; skipped without it). With --ring, only the
 # VM ring instead: VerbsRingTest (link faults and netem under in-flight READs, run.sh --hosts 2+).
 #
-#   bash integration-tests/vm/verbs-conformance.sh [--no-build] [--ring] [--test NAME] [run.sh options]
+#   bash integration-tests/vm/verbs-conformance.sh [--no-build] [--ring | --provider-only] [--test NAME] [run.sh options]
 #
-#   --no-build    reuse common-rdma/target as built (e.g. by an earlier `mvn verify`)
-#   --ring        run VerbsRingTest only (the fault ring between the cluster's hosts)
+#   --no-build       reuse common-rdma/target as built (e.g. by an earlier `mvn verify`)
+#   --ring           run VerbsRingTest only (the fault ring between the cluster's hosts)
+#   --provider-only  run the provider's own suites only (VerbsConformanceTest, VerbsOnRxeTest): what
+#                    the kernel decides; CI's second kernel runs this (the attacks test the policy
+#                    layer above the provider, the same on every kernel, and run on the first)
 #   --test NAME   run the test methods matching NAME only (a regex, e.g. readsOfEverySizeArriveIntact)
 #   run.sh options (--timeout, --cpus, --mem, ...) are passed on.
 #
@@ -38,15 +41,19 @@ if [ "${1:-}" = --in-vm ]; then
   . "$plan"
   reports=${RDMA_VM_RESULTS:-/tmp}/junit
   mkdir -p "$reports"
-  select=(--select-class "$suite" --select-class "$extra" --select-class "$attacks" --select-class "$cluster")
-  [ "$VC_RING" = 1 ] && select=(--select-class "$ring")
+  case $VC_SELECT in
+    all) select=(--select-class "$suite" --select-class "$extra" --select-class "$attacks" --select-class "$cluster") ;;
+    ring) select=(--select-class "$ring") ;;
+    provider) select=(--select-class "$suite" --select-class "$extra") ;;
+  esac
   export RDMA_VM_TEST_CLASSPATH=$VC_CLASSPATH   # for the JVMs VerbsClusterTest starts in the namespaces
   [ -n "$VC_TEST" ] && select+=(--include-methodname ".*[#.]$VC_TEST(\(.*\))?")
   log "kernel $(uname -r); java $(java -version 2>&1 | head -1); devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
   t0=$(date +%s)
   rc=0
   # shellcheck disable=SC2086 # the flags are a list of words, as in surefire's argLine
-  java $VC_JVM_FLAGS -jar "$VC_LAUNCHER" execute --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
+  # A JVM that crashes writes its error report where the host gets it back (RDMA_VM_RESULTS).
+  java $VC_JVM_FLAGS -XX:ErrorFile="${RDMA_VM_RESULTS:-/tmp}/hs_err_pid%p.log" -jar "$VC_LAUNCHER" execute --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
     --class-path "$VC_CLASSPATH" "${select[@]}" --reports-dir "$reports" || rc=$?
   log "the JVM ran $(( $(date +%s) - t0 )) s in the guest (start, discovery, tests, exit); exit status $rc"
   exit $rc
@@ -54,13 +61,14 @@ fi
 
 # ---------------------------------------------------------------- on the host
 build=1
-ring_only=0
+selection=all
 test_name=""
 run_opts=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0; shift ;;
-    --ring) ring_only=1; shift ;;
+    --ring) selection=ring; shift ;;
+    --provider-only) selection=provider; shift ;;
     --test) test_name=${2:?--test needs a method name}; shift 2 ;;
     *) run_opts+=("$1"); shift ;;
   esac
@@ -96,7 +104,7 @@ classpath="$root/common-rdma/target/test-classes:$root/common-rdma/target/classe
   printf 'VC_LAUNCHER=%q\n' "$launcher"
   printf 'VC_CLASSPATH=%q\n' "$classpath"
   printf 'VC_TEST=%q\n' "$test_name"
-  printf 'VC_RING=%q\n' "$ring_only"
+  printf 'VC_SELECT=%q\n' "$selection"
 } > "$work/plan.sh"
 
 rm -rf "$work/results"
@@ -120,6 +128,12 @@ else
   log "no JUnit report came back from the VM"
   [ "$rc" = 0 ] && rc=1
 fi
+for crash in "$work"/results/hs_err_pid*.log; do
+  [ -f "$crash" ] || continue
+  log "FAILED: the test JVM crashed; the head of its error report ($crash):"
+  grep -a -E '^# ' "$crash" | head -12 | sed 's/^/  /' >&2
+  [ "$rc" = 0 ] && rc=1
+done
 log "VM run took $(( $(date +%s) - start )) s (boot included); exit status $rc"
 echo "verbs-conformance: $passed passed, $failed failed, $skipped skipped"
 if [ "$rc" = 0 ] && { [ "$failed" -gt 0 ] || [ "$passed" -eq 0 ]; }; then

@@ -22,6 +22,10 @@ public final class HdfsRdmaConfig {
             "10ms", "1m", "Connect and read timeout of asking a DataNode's HTTP server for its RDMA port.");
     public static final ConfigKey<Duration> CLIENT_NEGATIVE_CACHE = ConfigKey.durationKey("negativeCache.time", "30s",
             "0ms", "1h", "How long a DataNode without a usable RDMA service (or a block it refused) is read over TCP before RDMA is tried again.");
+    public static final ConfigKey<Duration> CLIENT_TOKEN_SESSION_IDLE = ConfigKey.durationKey("tokenSession.idle", "30s", "1s", "1h",
+            "A block token's RDMA session (its own connections to a DataNode) unused for this long is closed, on both ends; a later"
+                    + " read with that token opens a new one. The NameNode hands out new tokens with every block lookup: without"
+                    + " this bound each job's blocks would leave their sessions open.");
     public static final ConfigKey<Boolean> CLIENT_ALLOW_PLAINTEXT = ConfigKey.booleanKey("encryption.allowPlaintext", false,
             "Where dfs.encrypt.data.transfer=true (in the client's configuration or the NameNode's) the client reads over"
                     + " HDFS's encrypted TCP path, because the RDMA data plane does not encrypt; true reads over RDMA all the"
@@ -38,7 +42,7 @@ public final class HdfsRdmaConfig {
             "A region handed to a client is not released to make room under the cap for this long, so its READs can finish.");
 
     private static final List<ConfigKey<?>> CLIENT_KEYS = List.of(CLIENT_ENABLED, CLIENT_DATANODE_PORT, CLIENT_READAHEAD,
-            CLIENT_DISCOVERY_TIMEOUT, CLIENT_NEGATIVE_CACHE, CLIENT_ALLOW_PLAINTEXT);
+            CLIENT_DISCOVERY_TIMEOUT, CLIENT_NEGATIVE_CACHE, CLIENT_ALLOW_PLAINTEXT, CLIENT_TOKEN_SESSION_IDLE);
     private static final List<ConfigKey<?>> DATANODE_KEYS = List.of(DN_ENABLED, DN_REGISTERED_CAP, DN_IDLE_RELEASE, DN_LEASE);
 
     /** The client's reader (ReplicaAccessorBuilder). */

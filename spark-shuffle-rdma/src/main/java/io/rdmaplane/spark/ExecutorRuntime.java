@@ -55,10 +55,10 @@ final class ExecutorRuntime implements AutoCloseable {
      */
     static ExecutorRuntime start(String executorId, String bindHost, InetSocketAddress registryAddress,
                                  TransportProvider provider, Conf conf, byte[] secret, PolicyMetrics policyMetrics,
-                                 ShuffleMetrics metrics) throws Exception {
+                                 ShuffleMetrics metrics, PolicyClient.Listener listener) throws Exception {
         ExecutorRuntime rt = new ExecutorRuntime(executorId);
         try {
-            rt.open(bindHost, registryAddress, provider, conf, secret, policyMetrics, metrics);
+            rt.open(bindHost, registryAddress, provider, conf, secret, policyMetrics, metrics, listener);
             return rt;
         } catch (Exception | Error e) {
             rt.close();
@@ -67,7 +67,7 @@ final class ExecutorRuntime implements AutoCloseable {
     }
 
     private void open(String bindHost, InetSocketAddress registryAddress, TransportProvider provider, Conf conf, byte[] secret,
-                      PolicyMetrics policyMetrics, ShuffleMetrics metrics) throws Exception {
+                      PolicyMetrics policyMetrics, ShuffleMetrics metrics, PolicyClient.Listener listener) throws Exception {
         PolicyOptions options = PolicyKeys.policyOptions(conf, secret);
         NodeOptions nodeOptions = TransportKeys.nodeOptions(conf, bindHost);
         node = track(provider.createNode(nodeOptions));
@@ -81,7 +81,7 @@ final class ExecutorRuntime implements AutoCloseable {
         registry = track(new RegistryClient(Providers.select(conf.get(SparkRdmaConfig.REGISTRY_PROVIDER)), registryNode, options,
                 policyMetrics, registryAddress));
         // A refused connection to an executor Spark removed is final: the registry knows, the reader falls back at once.
-        policy = track(new PolicyClient(node, options, policyMetrics, new PolicyClient.Listener() { }, registry::declaredLost));
+        policy = track(new PolicyClient(node, options, policyMetrics, listener, registry::declaredLost));
         server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store,
                 conf.get(SparkRdmaConfig.LOCATE_INLINE_THRESHOLD).intValue(),
                 Math.min(LocateProtocol.MAX_RESPONSE_BYTES, nodeOptions.maxMessageSize() - 64)));

@@ -71,6 +71,8 @@ public final class RdmaShuffleManager implements ShuffleManager {
     private final Conf settings;
     private final PolicyMetrics policyMetrics = new PolicyMetrics();
     private final ShuffleMetrics metrics;
+    /** The executor's reconnect attempts with their times and planned delays, for {@link #executorReport()}. */
+    private final ReconnectLog reconnects = new ReconnectLog();
     final ExecutorRegistry registry; // the driver's, null elsewhere or when off
     private final Object lock = new Object();
     /** Why this JVM behaves as sort shuffle, or null while RDMA is (or may still be) on. */
@@ -387,7 +389,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
         try {
             InetSocketAddress registryAddress = SparkRdmaConfig.parseAddress(settings.get(SparkRdmaConfig.REGISTRY_ADDRESS));
             return ExecutorRuntime.start(env.executorId(), bindHost(env), registryAddress, provider, settings, secret(),
-                    policyMetrics, metrics);
+                    policyMetrics, metrics, reconnects);
         } catch (Exception | LinkageError e) {
             LOG.debug("RDMA shuffle start-up failure", e);
             appFallback("the RDMA shuffle runtime did not start (" + e + "); check " + PREFIX + "port, " + PREFIX
@@ -503,7 +505,8 @@ public final class RdmaShuffleManager implements ShuffleManager {
     /**
      * This executor's RDMA report, to be run inside a task (e.g.
      * {@code sc.parallelize(..).map(i -> RdmaShuffleManager.executorReport())}): {@code executorId}, {@code sparkLine},
-     * {@code provider} (its name, {@code off: <reason>}, or {@code not started}) and every counter.
+     * {@code provider} (its name, {@code off: <reason>}, or {@code not started}), every counter, and its last reconnect
+     * attempts ({@code rdma.reconnect.attempts}: when each started, with its planned backoff and jitter).
      */
     public static Map<String, String> executorReport() {
         SparkEnv env = SparkEnv.get();
@@ -517,6 +520,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
                     : ours.off != null ? "off: " + ours.off
                     : "not started: no RDMA shuffle task ran in this JVM yet" + (ours.isDriver ? " (a driver runs tasks only in local mode)" : ""));
             ours.metrics.snapshot().forEach((name, value) -> report.put(name, String.valueOf(value)));
+            report.put(ReconnectLog.REPORT_KEY, ours.reconnects.text());
         } else {
             report.put("provider", "off: the shuffle manager is " + (manager == null ? "not set" : manager.getClass().getName()));
         }

@@ -39,9 +39,9 @@ class FaultHookTest {
         FaultyProvider breaksAfterTwo = new FaultyProvider("tcp", node -> node.closeAfterRequests(2));
         try (ExecutorRegistry registry = new ExecutorRegistry(TcpProvider.INSTANCE, NodeOptions.loopback(), policy, new PolicyMetrics());
              ExecutorRuntime healthy = ExecutorRuntime.start("6", "127.0.0.1", registry.address(), TcpProvider.INSTANCE, conf,
-                     null, new PolicyMetrics(), new ShuffleMetrics());
+                     null, new PolicyMetrics(), new ShuffleMetrics(), new PolicyClient.Listener() { });
              ExecutorRuntime victim = ExecutorRuntime.start("7", "127.0.0.1", registry.address(), breaksAfterTwo, conf,
-                     null, new PolicyMetrics(), new ShuffleMetrics());
+                     null, new PolicyMetrics(), new ShuffleMetrics(), new PolicyClient.Listener() { });
              Node clientNode = TcpProvider.INSTANCE.createNode(NodeOptions.loopback());
              PolicyClient client = new PolicyClient(clientNode, policy, new PolicyMetrics())) {
             Map<String, InetSocketAddress> known = healthy.lookup(Map.of("6", "127.0.0.1", "7", "127.0.0.1"));

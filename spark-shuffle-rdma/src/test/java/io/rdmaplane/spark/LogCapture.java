@@ -9,11 +9,11 @@ import org.apache.logging.log4j.core.appender.AbstractAppender;
 import org.apache.logging.log4j.core.config.Property;
 
 /** Collects the lines one logger writes (Spark's tests log through log4j2), as "LEVEL message". */
-final class LogCapture extends AbstractAppender implements AutoCloseable {
+public final class LogCapture extends AbstractAppender implements AutoCloseable {
     private final List<String> lines = new CopyOnWriteArrayList<>();
     private final org.apache.logging.log4j.core.Logger logger;
 
-    LogCapture(Class<?> source) {
+    public LogCapture(Class<?> source) {
         super("capture-" + source.getSimpleName(), null, null, true, Property.EMPTY_ARRAY);
         LoggerContext context = (LoggerContext) LogManager.getContext(false);
         logger = context.getLogger(source.getName());
@@ -26,7 +26,7 @@ final class LogCapture extends AbstractAppender implements AutoCloseable {
         lines.add(event.getLevel() + " " + event.getMessage().getFormattedMessage());
     }
 
-    List<String> lines(String level) {
+    public List<String> lines(String level) {
         return lines.stream().filter(l -> l.startsWith(level + " ")).toList();
     }
 

@@ -39,15 +39,24 @@ public final class TransportKeys {
                     + " that cannot be had (no huge pages free, no native library) falls back to direct with one log line.");
 
     // The verbs provider's own settings (VerbsOptions); the tcp provider ignores them.
-    public static final ConfigKey<String> VERBS_COMPLETION = ConfigKey.choiceKey("verbs.completion", "event",
-            List.of("event", "poll"), "verbs: how each node's completion threads wait for completions: event sleeps on the"
-                    + " completion channel (after verbs.completion.spinMicros of polling); poll busy-polls the bulk lane's"
-                    + " completion queue, a core per node for lower latency (the control lane's always sleeps).");
+    public static final ConfigKey<String> VERBS_COMPLETION = ConfigKey.choiceKey("verbs.completion", "hybrid",
+            List.of("event", "poll", "hybrid"), "verbs: how completions are waited for: event: each lane's completion"
+                    + " thread sleeps on the completion channel (after verbs.completion.spinMicros of polling); poll: the"
+                    + " bulk lane's busy-polls its completion queue, a core per node (the control lane's always sleeps);"
+                    + " hybrid: a thread waiting for a READ (get or join of its future) polls the completion queue itself"
+                    + " for up to verbs.completion.hybridSpinMicros, as perftest does, and the completion threads sleep on"
+                    + " the completion channel once no thread polled for that long (callbacks alone: as event).");
     public static final ConfigKey<Integer> VERBS_COMPLETION_SPIN_MICROS = ConfigKey.intKey("verbs.completion.spinMicros",
             VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS, 0, VerbsOptions.MAX_COMPLETION_SPIN_MICROS,
             "verbs, with completion=event: microseconds a completion thread keeps polling its completion queue after the"
                     + " last completion before it sleeps on the completion channel (0 = at once); a READ answered within"
                     + " them skips the wake-up of a completion event, at the price of that much CPU after each burst.");
+    public static final ConfigKey<Integer> VERBS_COMPLETION_HYBRID_SPIN_MICROS = ConfigKey.intKey(
+            "verbs.completion.hybridSpinMicros", VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS, VerbsOptions.MIN_HYBRID_SPIN_MICROS,
+            VerbsOptions.MAX_COMPLETION_SPIN_MICROS, "verbs, with completion=hybrid: microseconds a thread waiting for a READ"
+                    + " polls the completion queue before it sleeps (a small READ lands within them: about 37 us on the"
+                    + " Soft-RoCE VM, a few on a NIC), and how long the queue stays polled, not armed, after such a poll;"
+                    + " completions nobody waits for meanwhile are delivered within about a millisecond.");
     public static final ConfigKey<String> VERBS_NATIVE_TMPDIR = ConfigKey.stringKey("verbs.native.tmpdir", "",
             Pattern.compile("/[^\\x00]*"), "an absolute folder path",
             "verbs: where the bundled native library is extracted to be loaded (unset = java.io.tmpdir); set it where that"
@@ -69,7 +78,7 @@ public final class TransportKeys {
 
     /** All of the above, in reference order. */
     public static final List<ConfigKey<?>> ALL = List.of(PROVIDER, PORT, MAX_MESSAGE_SIZE, OPERATION_TIMEOUT, QUEUE_DEPTH,
-            IDLE_TIMEOUT, POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, POOL_MEMORY, VERBS_COMPLETION, VERBS_COMPLETION_SPIN_MICROS, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
+            IDLE_TIMEOUT, POOL_CAPACITY, POOL_ACQUIRE_TIMEOUT, POOL_MEMORY, VERBS_COMPLETION, VERBS_COMPLETION_SPIN_MICROS, VERBS_COMPLETION_HYBRID_SPIN_MICROS, VERBS_NATIVE_TMPDIR, VERBS_CM_TICK, VERBS_RECEIVE_BUFFERS,
             VERBS_CQ_ENTRIES, VERBS_READ_PIECE_SIZE);
 
     private TransportKeys() {
@@ -95,8 +104,10 @@ public final class TransportKeys {
         String tmpdir = conf.get(VERBS_NATIVE_TMPDIR);
         // readPieceSize is capped at 8m by its bounds, so it always fits an int.
         return new VerbsOptions(conf.get(VERBS_CM_TICK), conf.get(VERBS_RECEIVE_BUFFERS), conf.get(VERBS_CQ_ENTRIES),
-                Math.toIntExact(conf.get(VERBS_READ_PIECE_SIZE)), conf.get(VERBS_COMPLETION).equals("poll"),
-                tmpdir.isEmpty() ? null : Path.of(tmpdir), conf.get(VERBS_COMPLETION_SPIN_MICROS));
+                Math.toIntExact(conf.get(VERBS_READ_PIECE_SIZE)),
+                VerbsOptions.Completion.valueOf(conf.get(VERBS_COMPLETION).toUpperCase(java.util.Locale.ROOT)),
+                tmpdir.isEmpty() ? null : Path.of(tmpdir), conf.get(VERBS_COMPLETION_SPIN_MICROS),
+                conf.get(VERBS_COMPLETION_HYBRID_SPIN_MICROS));
     }
 
     /** Registered-memory pool settings from {@code conf}. */

@@ -38,6 +38,9 @@ final class PeerChannel {
     abstract static class Work {
         final int bytes;
         int attempts;
+        /** The connection ({@link #connections}) it was first posted on, and last; 0: not yet (guarded by the channel). */
+        int firstPostedOn;
+        int postedOn;
 
         Work(int bytes) {
             this.bytes = bytes;
@@ -73,6 +76,13 @@ final class PeerChannel {
     /** The control session this attempt's data channel belongs to (a control channel's: none). */
     private byte[] session;
     private ScheduledFuture<?> handshakeTimer;
+    /** READY connections so far: the number of the current one. */
+    private int connections;
+    /**
+     * Work first posted on a connection before this one is not re-issued: a READ re-issued on a newer connection
+     * was refused, so the keys of the older ones are gone (their session ended, or windows went with their QP).
+     */
+    private int staleBefore;
 
     PeerChannel(PeerConnection owner, TrafficClass trafficClass, int depth) {
         this.owner = owner;
@@ -118,6 +128,7 @@ final class PeerChannel {
     /** Posts waiting work while the channel is READY and the window and byte budgets allow. */
     void dispatch() {
         List<Work> posting = new ArrayList<>();
+        List<Work> stale = new ArrayList<>();
         Channel target;
         int gen;
         synchronized (this) {
@@ -128,16 +139,25 @@ final class PeerChannel {
             }
             while (!waiting.isEmpty() && inFlight < window) {
                 Work next = waiting.peek();
+                if (isStale(next)) {
+                    stale.add(waiting.poll());
+                    continue;
+                }
                 if (next.bytes > 0 && !owner.reserve(next.bytes)) {
                     break; // the byte budget frees up as READs complete; they dispatch again
                 }
                 waiting.poll();
+                if (next.firstPostedOn == 0) {
+                    next.firstPostedOn = connections;
+                }
+                next.postedOn = connections;
                 if (inFlight++ == 0) {
                     lastProgress = System.nanoTime();
                 }
                 posting.add(next);
             }
         }
+        stale.forEach(work -> work.failed(staleKey()));
         for (Work work : posting) {
             CompletableFuture<Void> posted;
             try {
@@ -173,6 +193,17 @@ final class PeerChannel {
                 cause = unavailable("the " + describe() + " has " + state.name().toLowerCase(java.util.Locale.ROOT), cause);
             } else if (status == Status.QUEUE_FULL) {
                 waiting.addFirst(work);
+            } else if (status == Status.REMOTE_ACCESS_ERROR) {
+                finalFailure = true;
+                if (work.firstPostedOn < work.postedOn) {
+                    // A re-issued READ was refused: its key went with the connection or session it was granted on, and
+                    // so did the keys of all work from before this connection. They fail now, for new grants,
+                    // rather than break this connection (as a refused READ does) one by one.
+                    staleBefore = Math.max(staleBefore, work.postedOn);
+                }
+            } else if (isStale(work)) {
+                finalFailure = true;
+                cause = staleKey();
             } else if (status == null || isPermanent(status) || ++work.attempts > options.reconnectMaxAttempts()) {
                 finalFailure = true;
             } else {
@@ -186,12 +217,26 @@ final class PeerChannel {
             if (finalFailure) {
                 work.failed(cause);
             }
-            if (status != null && status != Status.QUEUE_FULL) {
-                // Any completion error leaves a verbs channel in the error state: rebuild it.
+            if (status != null && status != Status.QUEUE_FULL && status != Status.REMOTE_ACCESS_ERROR) {
+                // Any completion error leaves a verbs channel in the error state: rebuild it. Not a refused READ: that
+                // is no link fault (the READ's key or range is wrong); the provider closes its channel, as an RC QP
+                // breaks, and its close (Handler.onClosed) is what rebuilds it.
                 reconnect(gen, cause.getMessage());
             }
         }
         dispatch();
+    }
+
+    /** Work from before a connection whose re-issued READ was refused (guarded by this). */
+    private boolean isStale(Work work) {
+        return work.bytes > 0 && work.firstPostedOn != 0 && work.firstPostedOn < staleBefore;
+    }
+
+    /** A READ failed as refused without posting it: its key is one of those a refused re-issued READ showed are gone. */
+    private KeyRefusedException staleKey() {
+        String why = "not re-issued on the " + describe() + ": a READ re-issued there after a reconnect was refused, so"
+                + " the keys granted before that reconnect are gone; a new grant is needed";
+        return new KeyRefusedException(why, new TransportException(Status.REMOTE_ACCESS_ERROR, why));
     }
 
     /** Errors that another attempt cannot fix: the block or buffer is wrong, not the link. */
@@ -361,6 +406,7 @@ final class PeerChannel {
             window = everReady ? Math.min(depth, options.rampInitialWindow()) : depth;
             everReady = true;
             failedAttempts = 0;
+            connections++;
             transition(ChannelState.READY, "the server is ready");
         }
         if (started != null) {

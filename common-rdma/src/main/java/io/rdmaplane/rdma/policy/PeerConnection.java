@@ -4,6 +4,8 @@ import io.rdmaplane.rdma.codec.MalformedMessageException;
 import io.rdmaplane.rdma.policy.ControlFrame.Type;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.MemoryRegion;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.Map;
@@ -258,8 +260,15 @@ public final class PeerConnection implements AutoCloseable {
 
                     @Override
                     void failed(Throwable cause) {
-                        fallBack(cause instanceof PeerUnavailableException ? cause : new BlockFetchException("READ of "
-                                + block + " from " + address + " failed: " + cause.getMessage(), false, cause));
+                        if (cause instanceof PeerUnavailableException || cause instanceof KeyRefusedException) {
+                            fallBack(cause);
+                        } else if (cause instanceof TransportException t && t.status() == Status.REMOTE_ACCESS_ERROR) {
+                            fallBack(new KeyRefusedException("READ of " + block + " from " + address + " refused (its key or"
+                                    + " range is not granted on this connection): " + cause.getMessage(), cause));
+                        } else {
+                            fallBack(new BlockFetchException("READ of " + block + " from " + address + " failed: "
+                                    + cause.getMessage(), false, cause));
+                        }
                     }
                 });
             }

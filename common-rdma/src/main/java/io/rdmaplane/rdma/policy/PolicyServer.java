@@ -37,8 +37,12 @@ import org.slf4j.LoggerFactory;
  * credential grants, {@link PeerIdentity#binding}, and ends when it expires), says READY only once {@link #markReady()} says the regions are
  * registered, and answers control requests exactly once per request id (a re-sent request
  * gets the first answer again; the handler is not run twice). The provider serves READs, but
- * only on a data channel whose peer has completed the handshake, and only of the regions granted
- * to that peer ({@link PeerIdentity#grant}).
+ * only on a data channel whose peer has completed the handshake, and only of what was granted in
+ * that channel's session ({@link PeerIdentity#grant}) or to the peer process here ({@link #grants(UUID)}).
+ * A grant of a region's range ({@link PeerIdentity#grant(MemoryRegion, long, int, long)}) hands out a
+ * key of its own that READs that range only, on the session's data channel only (tcp checks each READ;
+ * verbs binds a memory window over the range to the data QP); a session's grants and keys are revoked
+ * when the session ends.
  *
  * <p>Data channels belong to a control session. A control channel's handshake starts one: its READY
  * carries a fresh session id. A data channel names that id (in its HELLO, and on verbs in its
@@ -101,6 +105,16 @@ public final class PolicyServer implements AutoCloseable {
         public int grant(MemoryRegion region, long untilEpochMillis) {
             return grants.grant(region, untilEpochMillis);
         }
+
+        /**
+         * Lets this peer READ {@code length} bytes at {@code address} of {@code region}, and nothing else of
+         * it by the rkey returned (a key of its own per grant on tcp, a memory window over that range on
+         * verbs, for a region registered for grants), until {@code untilEpochMillis}; the grant goes with the
+         * region's deregistration.
+         */
+        public int grant(MemoryRegion region, long address, int length, long untilEpochMillis) {
+            return grants.grant(region, address, length, untilEpochMillis);
+        }
     }
 
     private final Node node;
@@ -122,7 +136,10 @@ public final class PolicyServer implements AutoCloseable {
     private long lastRefusalLog = System.nanoTime() - REFUSAL_LOG_INTERVAL_NANOS; // guarded by unauthenticated
     private final Map<UUID, AtomicInteger> channelsPerPeer = new ConcurrentHashMap<>();
     private final Map<UUID, RegionScope> peerScopes = new ConcurrentHashMap<>();
-    /** Grants per peer process, kept as long as its answers: READs re-issued after a reconnect still work. */
+    /**
+     * Grants made here per peer process ({@link #grants(UUID)}: descriptors handed out by other means than a
+     * request), across its sessions. What a request's handler grants belongs to the session instead.
+     */
     private final Map<UUID, ReadGrants> peerGrants = java.util.Collections.synchronizedMap(new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<UUID, ReadGrants> eldest) {
@@ -143,15 +160,18 @@ public final class PolicyServer implements AutoCloseable {
         final byte[] key;
         /** What its credential grants ({@link SessionAuthenticator.SessionKey#binding}). */
         final Object binding;
+        /** What handlers granted in this session: its data channels READ it, and it goes when the session ends. */
+        final ReadGrants grants;
         private volatile boolean live = true;
         private final List<Session> data = new ArrayList<>(); // guarded by this
 
-        ControlSession(byte[] id, UUID instance, Object host, byte[] key, Object binding) {
+        ControlSession(byte[] id, UUID instance, Object host, byte[] key, Object binding, ReadGrants grants) {
             this.id = id;
             this.instance = instance;
             this.host = host;
             this.key = key;
             this.binding = binding;
+            this.grants = grants;
         }
 
         /** Binds a data channel, unless the session has ended. */
@@ -166,11 +186,15 @@ public final class PolicyServer implements AutoCloseable {
             data.remove(channel);
         }
 
-        /** Ends the session: the data channels bound to it, which the caller closes. */
-        synchronized List<Session> end() {
-            live = false;
-            List<Session> bound = new ArrayList<>(data);
-            data.clear();
+        /** Ends the session (its grants are revoked): the data channels bound to it, which the caller closes. */
+        List<Session> end() {
+            List<Session> bound;
+            synchronized (this) {
+                live = false;
+                bound = new ArrayList<>(data);
+                data.clear();
+            }
+            grants.close();
             return bound;
         }
     }
@@ -358,11 +382,26 @@ public final class PolicyServer implements AutoCloseable {
     }
 
     /**
-     * What the peer may READ here: what handlers granted it, and what is granted here (for a server
-     * that hands descriptors out by other means). Kept while the peer's answers are.
+     * What the peer process may READ here beyond what handlers grant it in each session: for a server that
+     * hands descriptors out by other means than a request. Kept across the peer's sessions (the least
+     * recently used of {@value #PEERS_REMEMBERED} peers beyond that are forgotten); its data channels READ it.
      */
     public ReadGrants grants(UUID peer) {
         return peerGrants.computeIfAbsent(peer, p -> new ReadGrants(node));
+    }
+
+    /**
+     * What requests granted the peer process in its live control session (the latest, if it has several
+     * meanwhile), or null without one: gone with the session.
+     */
+    public ReadGrants grantsInSession(UUID peer) {
+        ReadGrants found = null;
+        for (ControlSession session : sessions.values()) {
+            if (session.live && session.instance.equals(peer)) {
+                found = session.grants;
+            }
+        }
+        return found;
     }
 
     /**
@@ -377,7 +416,10 @@ public final class PolicyServer implements AutoCloseable {
         private byte[] clientNonce;
         private byte[] serverNonce;
         private volatile boolean authenticated;
+        /** What the session's handlers granted (the control session's own, for a data channel its session's). */
         private volatile ReadGrants grants;
+        /** What {@link #grants(UUID)} granted the peer process. */
+        private volatile ReadGrants handGrants;
         private volatile boolean readySent;
         /** The key of its challenge-response: the credential's (control), its session's key (data). */
         private byte[] key;
@@ -524,14 +566,19 @@ public final class PolicyServer implements AutoCloseable {
         }
 
         private void authenticated() {
-            grants = grants(instance);
+            handGrants = grants(instance);
+            if (trafficClass == TrafficClass.DATA) {
+                grants = boundTo.grants; // before READs are asked about (tcp asks from now on)
+            }
             authenticated = true;
             noLongerPending();
             channelsPerPeer.computeIfAbsent(instance, i -> new AtomicInteger()).incrementAndGet();
             ByteBuffer readyPayload = null;
             if (trafficClass == TrafficClass.CONTROL) {
-                ControlSession session = new ControlSession(Auth.nonce(), instance, addressOf(channel), key, binding);
+                ControlSession session = new ControlSession(Auth.nonce(), instance, addressOf(channel), key, binding,
+                        new ReadGrants(node));
                 started = session;
+                grants = session.grants;
                 sessions.put(java.util.HexFormat.of().formatHex(session.id), session);
                 readyPayload = new Handshake.Ready(session.id).encode();
                 if (expiresAtMillis != Long.MAX_VALUE) { // the session ends with its credential, its data channels with it
@@ -544,7 +591,7 @@ public final class PolicyServer implements AutoCloseable {
             ByteBuffer payload = readyPayload;
             // A data channel gets the peer's keys bound to it (memory windows on verbs) before READY.
             CompletableFuture<Void> bound = trafficClass == TrafficClass.DATA
-                    ? grants.attach(channel).exceptionally(e -> {
+                    ? CompletableFuture.allOf(grants.attach(channel), handGrants.attach(channel)).exceptionally(e -> {
                         LOG.warn("binding {}'s keys to the data channel from {} failed", instance, channel.remoteAddress(), e);
                         return null;
                     })
@@ -652,7 +699,8 @@ public final class PolicyServer implements AutoCloseable {
         @Override
         public boolean permitsRemoteRead(Channel ch, int rkey) {
             ControlSession session = boundTo;
-            return authenticated && trafficClass == TrafficClass.DATA && session != null && session.live && grants.allows(rkey);
+            return authenticated && trafficClass == TrafficClass.DATA && session != null && session.live
+                    && (grants.allows(rkey) || handGrants.allows(rkey));
         }
 
         @Override
@@ -663,7 +711,8 @@ public final class PolicyServer implements AutoCloseable {
                 ends.cancel(false);
             }
             if (authenticated && trafficClass == TrafficClass.DATA) {
-                grants.detach(channel); // the keys bound to this channel's QP go with it
+                grants.detach(channel); // the keys bound to this channel (its QP) go with it
+                handGrants.detach(channel);
             }
             ControlSession bound = boundTo;
             if (bound != null) {
@@ -706,6 +755,7 @@ public final class PolicyServer implements AutoCloseable {
 
     @Override
     public void close() {
+        sessions.values().forEach(session -> session.grants.close());
         List<RegionScope> scopes = new ArrayList<>(peerScopes.values());
         peerScopes.clear();
         scopes.forEach(RegionScope::close);

@@ -11,6 +11,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 
@@ -19,24 +21,48 @@ import java.util.function.Consumer;
  * region to the peer it hands the region's descriptor to (before it sends it); a READ on another
  * peer's channel with the same rkey is refused. A revoked region's rkey READs nothing whoever
  * holds a grant for it; a grant made with the region itself ({@link #grant(MemoryRegion, long)})
- * is dropped when the region is deregistered, so grants never outgrow the live regions. On tcp the
- * provider asks per READ. On verbs a region {@linkplain Node#registerForGrants registered for grants}
- * is granted as a memory window of its own per peer ({@link Node#peerKey}), bound to the peer's data
- * channel: the key handed out is the window's, it READs through that channel only, and it is
- * revoked when that channel closes (the peer's session ends), the grant expires or the region goes.
+ * is dropped when the region is deregistered, so grants never outgrow the live regions.
+ *
+ * <p>A grant of a region's byte range ({@link #grant(MemoryRegion, long, int, long)}) gets a key of its
+ * own ({@link Node#peerKey}) bound to the peer's data channel: it READs that range only, through that
+ * channel only, and is revoked when the session ends, the grant expires or the region goes. When that data
+ * channel closes, a tcp key waits for (and is bound to) the session's next data channel, so READs re-issued
+ * after a data-channel reconnect still READ; a verbs window goes with its QP (the peer must be granted anew). On tcp every region is granted so (the provider checks key, channel and range on each
+ * READ); on verbs a region {@linkplain Node#registerForGrants registered for grants} is, as a memory
+ * window over exactly the range; elsewhere the key is the region's own rkey (the whole region), which
+ * only the peer's data channels READ (tcp asks {@link #allows} per READ).
  */
 public final class ReadGrants {
     /** Until when (epoch millis) a grant READs, and the region it was made with (null: by rkey only). */
     private record Grant(long until, MemoryRegion region) {
     }
 
+    /** Expires grants with keys of their own (a daemon thread, as CompletableFuture's delayed executor has). */
+    private static final ScheduledThreadPoolExecutor EXPIRY = expiryTimer();
+
+    private static ScheduledThreadPoolExecutor expiryTimer() {
+        ScheduledThreadPoolExecutor timer = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "rdma-grant-expiry");
+            t.setDaemon(true);
+            return t;
+        });
+        timer.setRemoveOnCancelPolicy(true); // a cancelled expiry lets go of its key and region at once
+        return timer;
+    }
+
     /** Bind work a grant started on the current thread, which the answer to the peer waits for (see {@link #takeUnsettled}). */
     private static final ThreadLocal<List<CompletableFuture<Void>>> UNSETTLED = ThreadLocal.withInitial(ArrayList::new);
 
-    /** A region's key for this peer, and the channel it is bound to (null: not yet). */
+    /** What one key covers: {@code length} bytes at {@code address} of {@code region}. */
+    private record Range(MemoryRegion region, long address, int length) {
+    }
+
+    /** A range's key for this peer, and the channel it is bound to (null: not yet). */
     private static final class Key {
         final PeerKey key;
         Channel boundTo;
+        /** Revokes the key when its grant expires; cancelled when it goes otherwise, so nothing holds the region. */
+        volatile ScheduledFuture<?> expiry;
 
         Key(PeerKey key) {
             this.key = key;
@@ -45,9 +71,10 @@ public final class ReadGrants {
 
     private final Node node;
     private final ConcurrentHashMap<Integer, Grant> rkeys = new ConcurrentHashMap<>();
-    /** Keys by region (guarded by this); and the peer's current data channel, which new keys bind to. */
-    private final Map<MemoryRegion, Key> keys = new HashMap<>();
+    /** Keys by range (guarded by this); and the peer's current data channel, which new keys bind to. */
+    private final Map<Range, Key> keys = new HashMap<>();
     private Channel data; // guarded by this
+    private boolean closed; // guarded by this
     /** One listener per peer, so a region granted to it many times tells it once. */
     private final Consumer<MemoryRegion> onDeregistered = this::drop;
 
@@ -76,76 +103,125 @@ public final class ReadGrants {
     }
 
     /**
-     * Lets the peer READ {@code region} until {@code untilEpochMillis}, and returns the rkey to hand
-     * it: the region's own, or a memory window's bound to the peer's data channel (bound when that
-     * channel is authenticated, before it is READY; a bind started for a channel already there is
-     * waited for by the answer, {@link #takeUnsettled}). The grant goes when the region is deregistered.
+     * Lets the peer READ the whole of {@code region} until {@code untilEpochMillis}, and returns the key to
+     * hand it ({@link #grant(MemoryRegion, long, int, long)}).
      *
      * @throws IllegalStateException when the provider cannot make a key (no window left)
      */
     public int grant(MemoryRegion region, long untilEpochMillis) {
-        PeerKey key = keyOf(region);
-        rkeys.merge(key.rkey(), new Grant(untilEpochMillis, region), (held, asked) ->
-                new Grant(held.region() == region ? Math.max(held.until(), asked.until()) : asked.until(), region));
+        return grant(region, region.address(), region.length(), untilEpochMillis);
+    }
+
+    /**
+     * Lets the peer READ {@code length} bytes at {@code address} of {@code region} until
+     * {@code untilEpochMillis}, and returns the rkey to hand it: a key of that range's own bound to the
+     * peer's data channel (tcp; a memory window over the range on verbs), or the region's own rkey where
+     * the provider has no key per peer. A key is bound when that channel is authenticated, before it is
+     * READY; a bind started for a channel already there is waited for by the answer, {@link #takeUnsettled}.
+     * The grant goes when the region is deregistered.
+     *
+     * @throws IllegalStateException when the provider cannot make a key (no window left)
+     * @throws IllegalArgumentException when the range is not inside the region
+     */
+    public int grant(MemoryRegion region, long address, int length, long untilEpochMillis) {
+        Range range = new Range(region, address, length);
+        Key held = keyOf(range);
+        PeerKey key = held.key;
+        rkeys.merge(key.rkey(), new Grant(untilEpochMillis, region), (was, asked) ->
+                new Grant(was.region() == region ? Math.max(was.until(), asked.until()) : asked.until(), region));
         region.whenDeregistered(onDeregistered); // after the grant: a region deregistered meanwhile drops it now
         if (key.boundToPeer() && untilEpochMillis != Long.MAX_VALUE) {
-            long delay = Math.max(0, untilEpochMillis - System.currentTimeMillis());
-            CompletableFuture.delayedExecutor(delay, TimeUnit.MILLISECONDS).execute(() -> expire(region, key));
+            synchronized (held) {
+                if (held.expiry == null) { // a later grant that extends it is seen when this one fires
+                    held.expiry = EXPIRY.schedule(() -> expire(range, held),
+                            Math.max(0, untilEpochMillis - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+                }
+            }
         }
         return key.rkey();
     }
 
-    private PeerKey keyOf(MemoryRegion region) {
+    private Key keyOf(Range range) {
         synchronized (this) {
-            Key held = keys.get(region);
-            if (held != null) {
-                return held.key;
+            if (closed) {
+                throw new IllegalStateException("the peer's session has ended: nothing more is granted to it");
+            }
+            Key held = keys.get(range);
+            if (held != null && (held.boundTo == null || held.boundTo == data)) {
+                return held;
+            }
+            if (held != null && held.key.rebindable() && data != null) { // moves to the peer's newer data channel
+                held.boundTo = data;
+                UNSETTLED.get().add(bindForAnswer(held.key, data));
+                return held;
+            }
+            if (held != null) { // bound to an earlier data channel of the peer, which a newer one replaced: it goes
+                keys.remove(range);
+                revoke(held);
             }
             PeerKey key;
             try {
-                key = node == null ? PeerKey.ofRegion(region) : node.peerKey(region);
+                key = node == null ? PeerKey.ofRegion(range.region()) : node.peerKey(range.region(), range.address(), range.length());
             } catch (TransportException e) {
-                throw new IllegalStateException("no key for " + region + ": " + e.getMessage(), e);
+                throw new IllegalStateException("no key for " + range + ": " + e.getMessage(), e);
             }
             Key made = new Key(key);
-            keys.put(region, made);
+            keys.put(range, made);
             if (data != null && key.boundToPeer()) {
                 made.boundTo = data;
-                UNSETTLED.get().add(key.bindTo(data));
+                UNSETTLED.get().add(bindForAnswer(key, data));
             }
-            return key;
+            return made;
         }
     }
 
-    /** The grant of a region with a key of its own ended (its time): the key is revoked. */
-    private void expire(MemoryRegion region, PeerKey key) {
+    /** The grant of a range with a key of its own ended (its time): the key is revoked. */
+    private void expire(Range range, Key held) {
+        PeerKey key = held.key;
         Grant grant = rkeys.get(key.rkey());
         if (grant != null && System.currentTimeMillis() < grant.until()) {
             long delay = grant.until() - System.currentTimeMillis(); // extended meanwhile
-            CompletableFuture.delayedExecutor(delay, TimeUnit.MILLISECONDS).execute(() -> expire(region, key));
+            synchronized (held) {
+                held.expiry = EXPIRY.schedule(() -> expire(range, held), delay, TimeUnit.MILLISECONDS);
+            }
             return;
         }
         synchronized (this) {
-            Key held = keys.get(region);
-            if (held != null && held.key == key) {
-                keys.remove(region);
-            }
+            keys.remove(range, held);
         }
-        key.revoke();
-        rkeys.remove(key.rkey());
+        revoke(held);
     }
 
-    /** Drops the region's grant and revokes its key (the region was deregistered). */
+    /** Drops the region's grants and revokes their keys (the region was deregistered). */
     private void drop(MemoryRegion region) {
-        Key held;
+        List<Key> gone = new ArrayList<>();
         synchronized (this) {
-            held = keys.remove(region);
+            for (var it = keys.entrySet().iterator(); it.hasNext(); ) {
+                var entry = it.next();
+                if (entry.getKey().region() == region) {
+                    it.remove();
+                    gone.add(entry.getValue());
+                }
+            }
         }
-        if (held != null) {
+        for (Key held : gone) {
+            cancelExpiry(held);
             held.key.revoke();
             rkeys.computeIfPresent(held.key.rkey(), (rkey, grant) -> grant.region() == region ? null : grant);
         }
         rkeys.computeIfPresent(region.rkey(), (rkey, grant) -> grant.region() == region ? null : grant);
+    }
+
+    /**
+     * Binds {@code key} to the peer's data channel for the answer that hands it out. A channel that closed
+     * meanwhile (its {@link #detach} yet to run) fails no grant: detach hands a key that outlives its channel
+     * on to the next one and revokes one that does not, whose READs are then refused for the peer to ask
+     * anew. Failing the answer instead failed the whole request (a LOCATE, an HDFS block request) over a
+     * data-channel reconnect: CI at eb48304 saw it after a refused READ had closed the data channel.
+     */
+    private static CompletableFuture<Void> bindForAnswer(PeerKey key, Channel channel) {
+        return key.bindTo(channel).exceptionallyCompose(e -> channel.isOpen() ? CompletableFuture.failedFuture(e)
+                : CompletableFuture.completedFuture(null));
     }
 
     /**
@@ -159,7 +235,7 @@ public final class ReadGrants {
         synchronized (this) {
             data = channel;
             for (Key key : keys.values()) {
-                if (key.key.boundToPeer() && key.boundTo == null) {
+                if (key.key.boundToPeer() && (key.boundTo == null || (key.key.rebindable() && key.boundTo != channel))) {
                     key.boundTo = channel;
                     binds.add(key.key.bindTo(channel));
                 }
@@ -168,7 +244,12 @@ public final class ReadGrants {
         return CompletableFuture.allOf(binds.toArray(CompletableFuture[]::new));
     }
 
-    /** The peer's data channel closed: the keys bound to it are revoked, their grants dropped. */
+    /**
+     * The peer's data channel closed. Keys that outlive their channel ({@link PeerKey#rebindable}, tcp) stay
+     * with their grants and are bound to the session's next data channel (or its newer one, now): a READ
+     * re-issued after a data-channel reconnect READs with the key it was given. Keys that go with their
+     * channel (a type 2 window with its QP) are revoked, their grants dropped: the peer asks for new ones.
+     */
     public void detach(Channel channel) {
         List<Key> gone = new ArrayList<>();
         synchronized (this) {
@@ -177,7 +258,15 @@ public final class ReadGrants {
             }
             for (var it = keys.entrySet().iterator(); it.hasNext(); ) {
                 Key key = it.next().getValue();
-                if (key.boundTo == channel) {
+                if (key.boundTo != channel) {
+                    continue;
+                }
+                if (key.key.rebindable()) {
+                    key.boundTo = data;
+                    if (data != null) {
+                        key.key.bindTo(data);
+                    }
+                } else {
                     it.remove();
                     gone.add(key);
                 }
@@ -186,7 +275,35 @@ public final class ReadGrants {
         gone.forEach(this::revoke);
     }
 
+    /**
+     * The session these grants belong to ended: every key is revoked (bound or not), every grant dropped,
+     * and a grant of a range made afterwards is refused. Idempotent.
+     */
+    public void close() {
+        List<Key> gone;
+        synchronized (this) {
+            closed = true;
+            data = null;
+            gone = new ArrayList<>(keys.values());
+            keys.clear();
+        }
+        gone.forEach(this::revoke);
+        rkeys.clear();
+    }
+
+    private static void cancelExpiry(Key key) {
+        ScheduledFuture<?> expiry;
+        synchronized (key) {
+            expiry = key.expiry;
+            key.expiry = null;
+        }
+        if (expiry != null) {
+            expiry.cancel(false);
+        }
+    }
+
     private void revoke(Key key) {
+        cancelExpiry(key);
         key.key.revoke();
         rkeys.remove(key.key.rkey());
     }

@@ -34,11 +34,17 @@ public interface Node extends AutoCloseable {
     }
 
     /**
-     * A new key for one peer to READ {@code region} with, bound to that peer's channel by
-     * {@link PeerKey#bindTo}: a memory window for a region {@linkplain #registerForGrants registered for
-     * grants} where the device has them, else the region's own rkey.
+     * A new key for one peer to READ {@code length} bytes at {@code address} of {@code region} (a grant),
+     * bound to that peer's channel by {@link PeerKey#bindTo}; a READ with it of any byte outside that
+     * range, on any other channel, or after {@link PeerKey#revoke} ends {@link Status#REMOTE_ACCESS_ERROR}
+     * and reads nothing. On verbs it is a memory window over exactly that range, for a region
+     * {@linkplain #registerForGrants registered for grants} where the device has windows, and the region's
+     * own rkey elsewhere ({@link PeerKey#ofRegion}: the whole region, on any channel that may READ it).
+     *
+     * @throws IllegalArgumentException if the range is not 1 or more bytes inside the region
      */
-    default PeerKey peerKey(MemoryRegion region) throws TransportException {
+    default PeerKey peerKey(MemoryRegion region, long address, int length) throws TransportException {
+        NodeArguments.checkKeyRange(region, address, length);
         return PeerKey.ofRegion(region);
     }
 

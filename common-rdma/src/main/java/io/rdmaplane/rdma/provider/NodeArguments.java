@@ -31,6 +31,20 @@ public final class NodeArguments {
     }
 
     /**
+     * What {@link Node#peerKey} accepts: a range of 1 or more bytes inside {@code region}.
+     *
+     * @throws IllegalArgumentException otherwise
+     */
+    public static void checkKeyRange(MemoryRegion region, long address, int length) {
+        Objects.requireNonNull(region, "region");
+        long offset = address - region.address();
+        if (length < 1 || address < region.address() || offset > region.length() - (long) length) {
+            throw new IllegalArgumentException("a key's range [0x" + Long.toHexString(address) + ", +" + length
+                    + ") is not 1 or more bytes inside " + region);
+        }
+    }
+
+    /**
      * What {@link Node#connect} accepts: a peer, a handler and a queue depth of at least 1.
      *
      * @throws IllegalArgumentException for a queue depth below 1

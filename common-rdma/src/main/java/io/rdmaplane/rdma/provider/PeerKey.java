@@ -3,17 +3,19 @@ package io.rdmaplane.rdma.provider;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * A key one peer READs a region with ({@link Node#peerKey}). Where the device binds memory windows
- * (verbs, type 2) it is a window bound to one channel's queue pair: READs with it through any other
- * channel are refused, and it READs nothing once revoked or once that channel is gone. Elsewhere it
- * is the region's own rkey ({@link #ofRegion}), and the provider checks READs one by one (tcp) or
- * not at all.
+ * A key one peer READs a range of a region with ({@link Node#peerKey}). On tcp it is a key of its own
+ * (from a CSPRNG), checked by the provider on every READ; where the device binds memory windows
+ * (verbs, type 2) it is a window over the range. Either way it is bound to one channel: READs with it
+ * through any other channel, or of any byte outside its range, are refused, and it READs nothing once
+ * revoked or while that channel is gone (until bound again, where {@link #rebindable}). Elsewhere (verbs without windows, read-only file mappings) it
+ * is the region's own rkey ({@link #ofRegion}), which covers the whole region on every channel allowed
+ * to READ it.
  */
 public interface PeerKey {
     /** The rkey to hand to the peer. */
     int rkey();
 
-    /** True when the key works on one channel only (a memory window), false for the region's own rkey. */
+    /** True when the key works on one channel and its range only, false for the region's own rkey. */
     boolean boundToPeer();
 
     /**
@@ -21,6 +23,15 @@ public interface PeerKey {
      * READs work. A key bound to a peer is bound once; the region's own rkey needs no binding.
      */
     CompletableFuture<Void> bindTo(Channel channel);
+
+    /**
+     * True when the key outlives the channel it is bound to: unbound when that channel closes, it may be
+     * bound again (same rkey) to another channel, so a session's keys survive a data-channel reconnect
+     * (tcp). False where it goes with its channel (a type 2 window with its QP): a new grant makes a new key.
+     */
+    default boolean rebindable() {
+        return false;
+    }
 
     /** The key READs nothing from now on (a window is deallocated). Idempotent. */
     void revoke();

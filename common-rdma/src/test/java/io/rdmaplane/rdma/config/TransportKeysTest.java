@@ -27,7 +27,7 @@ class TransportKeysTest {
     @Test
     void theSharedKeysInReferenceOrder() {
         assertEquals(List.of("provider", "port", "maxMessageSize", "operationTimeout", "queueDepth", "idleTimeout", "pool.capacity",
-                        "pool.acquireTimeout", "pool.memory", "verbs.completion", "verbs.completion.spinMicros", "verbs.native.tmpdir", "verbs.cmTick", "verbs.receiveBuffers",
+                        "pool.acquireTimeout", "pool.memory", "verbs.completion", "verbs.completion.spinMicros", "verbs.completion.hybridSpinMicros", "verbs.native.tmpdir", "verbs.cmTick", "verbs.receiveBuffers",
                         "verbs.cqEntries", "verbs.readPieceSize"),
                 TransportKeys.ALL.stream().map(ConfigKey::suffix).collect(Collectors.toList()));
     }
@@ -164,6 +164,32 @@ class TransportKeysTest {
         assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 7, 16384, 256 << 10, false, null));
         assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 32, 1023, 256 << 10, false, null));
         assertThrows(IllegalArgumentException.class, () -> new VerbsOptions(Duration.ofMillis(10), 32, 16384, 127 << 10, false, null));
+    }
+
+    @Test
+    void hybridCompletionIsTheDefaultAndItsSpinReachesTheNodeOptionsWithinItsBounds() {
+        VerbsOptions defaults = TransportKeys.verbsOptions(conf(Map.of()));
+        assertEquals(VerbsOptions.Completion.HYBRID, defaults.completion());
+        assertEquals(VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS, defaults.hybridSpinMicros());
+        assertEquals(VerbsOptions.Completion.EVENT, TransportKeys.verbsOptions(conf(Map.of(
+                "spark.shuffle.rdma.verbs.completion", "event"))).completion());
+        VerbsOptions hybrid = TransportKeys.verbsOptions(conf(Map.of("spark.shuffle.rdma.verbs.completion", "hybrid",
+                "spark.shuffle.rdma.verbs.completion.hybridSpinMicros", "1")));
+        assertEquals(VerbsOptions.Completion.HYBRID, hybrid.completion());
+        assertEquals(VerbsOptions.MIN_HYBRID_SPIN_MICROS, hybrid.hybridSpinMicros());
+        assertEquals(VerbsOptions.MAX_COMPLETION_SPIN_MICROS, TransportKeys.verbsOptions(conf(Map.of(
+                "spark.shuffle.rdma.verbs.completion.hybridSpinMicros", Integer.toString(VerbsOptions.MAX_COMPLETION_SPIN_MICROS))))
+                .hybridSpinMicros());
+        for (String value : List.of("0", Integer.toString(VerbsOptions.MAX_COMPLETION_SPIN_MICROS + 1))) {
+            ConfigException e = assertThrows(ConfigException.class, () -> TransportKeys.verbsOptions(conf(Map.of(
+                    "spark.shuffle.rdma.verbs.completion.hybridSpinMicros", value))));
+            assertTrue(e.getMessage().startsWith("spark.shuffle.rdma.verbs.completion.hybridSpinMicros = '" + value
+                    + "': expected "), e.getMessage());
+        }
+        ConfigException e = assertThrows(ConfigException.class, () -> TransportKeys.verbsOptions(conf(Map.of(
+                "spark.shuffle.rdma.verbs.completion", "spin"))));
+        assertTrue(e.getMessage().startsWith("spark.shuffle.rdma.verbs.completion = 'spin'"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> VerbsOptions.defaults().withHybridSpinMicros(0));
     }
 
     @Test

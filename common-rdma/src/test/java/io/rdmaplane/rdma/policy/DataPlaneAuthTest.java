@@ -347,6 +347,79 @@ class DataPlaneAuthTest {
         fixture = null;
     }
 
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void whatARequestGrantedGoesWithItsSessionAndReadsNothingInThePeersNextSession(TestTransport on) throws Exception {
+        // A request's grants belong to the session it came in, not to the peer process: when the session ends
+        // they go, keys not yet bound to a data channel too. tcp checks region rkeys per READ (so a grant by rkey
+        // is tested there); verbs serves a region's own rkey to any data QP in a live session (no such check),
+        // so there only keys per grant are.
+        transport = on;
+        attackerNode = on.node(false);
+        attackerLanding = attackerNode.register(ByteBuffer.allocateDirect(SIZE), EnumSet.of(Access.LOCAL_WRITE));
+        AtomicReference<MemoryRegion> byRkey = new AtomicReference<>();
+        AtomicReference<MemoryRegion> byKey = new AtomicReference<>();
+        PolicyOptions options = on.policy().withSecret(SECRET);
+        fixture = new PolicyFixture(on, options, options, (peer, request) -> {
+            MemoryRegion region = request.get(0) == 1 ? byRkey.get() : byKey.get();
+            return ByteBuffer.allocate(4).putInt(0, request.get(0) == 1 ? grantByRkey(peer, region)
+                    : peer.grant(region, region.address(), region.length(), Long.MAX_VALUE));
+        });
+        PolicyFixture f = fixture;
+        f.server.markReady();
+        assumeKeysPerPeer(f);
+        byRkey.set(f.serverNode.register(ByteBuffer.allocateDirect(SIZE).put(0, (byte) 3)));
+        byKey.set(seededForGrants(f, 7));
+        UUID instance = UUID.randomUUID();
+
+        Session first = session(f, instance, SECRET);
+        int rkey = request(first.control(), (byte) 1);
+        int key = request(first.control(), (byte) 2); // no data channel of the session yet: not bound to one
+        Outsider data = dataChannel(f, instance, SECRET, first.id());
+        if (!verbs()) {
+            data.channel.read(byRkey.get().address(), rkey, SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+            assertEquals(3, attackerLanding.buffer().get(0), "the session READs what its request was granted");
+            attackerLanding.buffer().put(0, (byte) 0);
+        }
+        data.channel.close();
+        Session unbound = session(f, instance, SECRET); // the same peer: a session whose key never met a data channel
+        int neverBound = request(unbound.control(), (byte) 2);
+        assertNotEquals(key, neverBound, "a key of each session's own");
+        first.control().channel.close();
+        unbound.control().channel.close();
+        Polling.waitUntil(() -> f.server.liveSessions() == 0, Duration.ofSeconds(WAIT), "the peer's sessions ended");
+
+        Session next = session(f, instance, SECRET);
+        if (!verbs()) {
+            assertRefused(dataChannel(f, instance, SECRET, next.id()).channel.read(byRkey.get().address(), rkey, SIZE,
+                    attackerLanding, 0));
+        }
+        assertRefused(dataChannel(f, instance, SECRET, next.id()).channel.read(byKey.get().address(), key, SIZE,
+                attackerLanding, 0));
+        assertRefused(dataChannel(f, instance, SECRET, next.id()).channel.read(byKey.get().address(), neverBound, SIZE,
+                attackerLanding, 0));
+        int granted = request(next.control(), (byte) 2);
+        Outsider now = dataChannel(f, instance, SECRET, next.id());
+        now.channel.read(byKey.get().address(), granted, SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        assertEquals(PolicyFixture.crc(byKey.get().buffer()), PolicyFixture.crc(attackerLanding.buffer()),
+                "what the next session is granted READs");
+    }
+
+    private static int grantByRkey(PolicyServer.PeerIdentity peer, MemoryRegion region) {
+        peer.grant(region.rkey());
+        return region.rkey();
+    }
+
+    private static final java.util.concurrent.atomic.AtomicLong REQUEST_IDS = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Sends a one-byte REQUEST (a new request id) on an authenticated control channel; its answer's int. */
+    private static int request(Outsider control, byte what) throws Exception {
+        control.send(new ControlFrame(Type.REQUEST, REQUEST_IDS.incrementAndGet(), ByteBuffer.wrap(new byte[] {what})).encode());
+        ControlFrame answer = control.next();
+        assertEquals(Type.RESPONSE, answer.type(), () -> "expected RESPONSE, was " + answer.type());
+        return answer.payload().getInt(0);
+    }
+
     /** On verbs, skips loudly unless the server's device binds type 2 memory windows (else keys are per region). */
     private void assumeKeysPerPeer(PolicyFixture f) {
         String binding = f.serverNode.keyBinding();

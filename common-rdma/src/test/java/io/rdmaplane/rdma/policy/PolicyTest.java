@@ -255,6 +255,10 @@ class PolicyTest {
             f.server.markReady();
             PeerConnection peer = f.peer();
             peer.request(ByteBuffer.wrap(new byte[] {1})).get(WAIT, TimeUnit.SECONDS);
+            // The data channel's handshake runs beside the request: its READY must be out before the fault, or it is
+            // the server's next message instead of the answer.
+            Polling.waitUntil(() -> peer.state(TrafficClass.DATA) == ChannelState.READY, Duration.ofSeconds(WAIT),
+                    "the data channel is READY");
             f.serverNode.corruptSends(1); // the next message the server sends: the answer
             ByteBuffer answer = peer.request(ByteBuffer.wrap(new byte[] {2, 3})).get(WAIT, TimeUnit.SECONDS);
             assertArrayEquals(new byte[] {2, 3}, new byte[] {answer.get(0), answer.get(1)});

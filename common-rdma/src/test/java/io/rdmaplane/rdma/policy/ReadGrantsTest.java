@@ -10,6 +10,8 @@ import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.PeerKey;
+import io.rdmaplane.rdma.provider.Status;
+import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.tcp.TcpNode;
 import io.rdmaplane.rdma.testing.TestNodes;
 import java.lang.reflect.Method;
@@ -18,6 +20,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
 
 class ReadGrantsTest {
@@ -72,7 +75,7 @@ class ReadGrantsTest {
     }
 
     /** A key bound per peer, as a memory window is: bound once to a channel, revoked by hand. */
-    private static final class WindowLikeKey implements PeerKey {
+    private static class WindowLikeKey implements PeerKey {
         final int rkey;
         final CompletableFuture<Void> bind = new CompletableFuture<>();
         volatile Channel boundTo;
@@ -153,6 +156,79 @@ class ReadGrantsTest {
 
     private interface Answer {
         Object answer(Method method, Object[] args) throws Exception;
+    }
+
+    /** A key that outlives its channel (as on tcp): binding it to a closed channel fails, as TcpKey's does. */
+    private static final class RebindableKey extends WindowLikeKey {
+        RebindableKey(int rkey) {
+            super(rkey);
+        }
+
+        @Override
+        public boolean rebindable() {
+            return true;
+        }
+
+        @Override
+        public CompletableFuture<Void> bindTo(Channel channel) {
+            if (!channel.isOpen()) {
+                return CompletableFuture.failedFuture(new TransportException(Status.FLUSHED, channel + " is closed"));
+            }
+            boundTo = channel;
+            return CompletableFuture.completedFuture(null);
+        }
+    }
+
+    /** A data channel whose {@code isOpen} says what {@code open} holds; nothing else is asked of it. */
+    private static Channel channel(AtomicBoolean open) {
+        return proxy(Channel.class, (method, args) -> {
+            if (method.getName().equals("isOpen")) {
+                return open.get();
+            }
+            throw new UnsupportedOperationException(method.getName());
+        });
+    }
+
+    @Test
+    void aGrantMadeAsTheDataChannelClosesIsAnsweredAndItsKeyGoesToTheNextChannelOrIsRevoked() throws Exception {
+        List<PeerKey> made = new ArrayList<>();
+        AtomicBoolean rebindable = new AtomicBoolean(true);
+        Node keys = proxy(Node.class, (method, args) -> {
+            if (!method.getName().equals("peerKey")) {
+                throw new UnsupportedOperationException(method.getName());
+            }
+            PeerKey key = rebindable.get() ? new RebindableKey(0x200 + made.size()) : new WindowLikeKey(0x200 + made.size());
+            if (key instanceof WindowLikeKey window) {
+                window.bind.completeExceptionally(new TransportException(Status.FLUSHED, "the QP is gone"));
+            }
+            made.add(key);
+            return key;
+        });
+        AtomicBoolean firstOpen = new AtomicBoolean(true);
+        Channel first = channel(firstOpen);
+        Channel second = channel(new AtomicBoolean(true));
+        try (TcpNode node = TestNodes.tcp()) {
+            MemoryRegion region = node.register(ByteBuffer.allocateDirect(64));
+            MemoryRegion other = node.register(ByteBuffer.allocateDirect(64));
+            ReadGrants grants = new ReadGrants(keys);
+            assertTrue(grants.attach(first).isDone());
+            firstOpen.set(false); // the data channel closed (a refused READ closes it); its detach has not run yet
+
+            grants.grant(region, Long.MAX_VALUE);
+            CompletableFuture<Void> answer = ReadGrants.takeUnsettled();
+            assertTrue(answer.isDone() && !answer.isCompletedExceptionally(), "the grant is answered: " + answer);
+            rebindable.set(false); // a window: it goes with its QP
+            grants.grant(other, Long.MAX_VALUE);
+            answer = ReadGrants.takeUnsettled();
+            assertTrue(answer.isDone() && !answer.isCompletedExceptionally(), "the window's grant is answered: " + answer);
+
+            grants.detach(first);
+            assertTrue(grants.attach(second).isDone());
+            RebindableKey onTcp = (RebindableKey) made.get(0);
+            assertSame(second, onTcp.boundTo, "the key that outlives its channel READs on the next one");
+            assertFalse(onTcp.revoked);
+            assertTrue(((WindowLikeKey) made.get(1)).revoked, "the window went with its channel: its READs are refused");
+        }
     }
 
     private static <T> T proxy(Class<T> type, Answer answer) {

@@ -86,7 +86,9 @@ public final class VmHostJvm implements AutoCloseable {
     /** The first line {@code match} accepts among the lines from index {@code from} on ({@code what} names it). */
     public String awaitLine(Predicate<String> match, int from, String what) {
         return Polling.waitFor(() -> {
-            for (String l : lines.subList(Math.min(from, lines.size()), lines.size())) {
+            // A copy first: a sub-list of a CopyOnWriteArrayList breaks (CME) when the reader thread adds a line.
+            List<String> seen = List.copyOf(lines);
+            for (String l : seen.subList(Math.min(from, seen.size()), seen.size())) {
                 if (match.test(l)) {
                     return l;
                 }

@@ -19,10 +19,12 @@ import java.net.InetSocketAddress;
 import java.net.URI;
 import java.util.Collections;
 import java.util.HexFormat;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.WeakHashMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.hdfs.DFSClient;
@@ -72,17 +74,11 @@ final class RdmaClientContext {
     /**
      * Connections of their own per (DataNode service, block token): a DataNode with block tokens on binds
      * a session to the token it was opened with, so each block's reads go through a session of its token.
+     * One unused for {@code tokenSession.idle} is closed (a reader still using it falls back to TCP).
      */
-    private final Map<String, PeerConnection> tokenSessions = new LinkedHashMap<>(16, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<String, PeerConnection> eldest) {
-            if (size() > TOKEN_SESSIONS_KEPT) {
-                eldest.getValue().close(); // a reader still using it falls back to TCP
-                return true;
-            }
-            return false;
-        }
-    };
+    private final TokenSessions<PeerConnection> tokenSessions;
+    /** Closes idle token sessions, a few times per idle bound. */
+    private final ScheduledExecutorService sweeper;
 
     private RdmaClientContext(Conf c) throws Exception {
         NodeOptions options = TransportKeys.nodeOptions(c, "0.0.0.0");
@@ -95,6 +91,21 @@ final class RdmaClientContext {
             node.close();
             throw e;
         }
+        long idle = c.get(HdfsRdmaConfig.CLIENT_TOKEN_SESSION_IDLE).toNanos();
+        tokenSessions = new TokenSessions<>(TOKEN_SESSIONS_KEPT, idle, PeerConnection::close);
+        sweeper = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "rdma-hdfs-token-sessions");
+            t.setDaemon(true); // the context lives as long as its JVM
+            return t;
+        });
+        long period = Math.max(TimeUnit.MILLISECONDS.toNanos(250), idle / 4);
+        sweeper.scheduleWithFixedDelay(() -> {
+            try {
+                tokenSessions.closeIdle(System.nanoTime());
+            } catch (RuntimeException e) {
+                LOG.warn("closing idle token sessions failed", e); // the next sweep tries again
+            }
+        }, period, period, TimeUnit.NANOSECONDS);
         LOG.info("HDFS RDMA reads enabled in this JVM over the {} provider", node.providerName());
     }
 
@@ -169,18 +180,13 @@ final class RdmaClientContext {
         // the password too: a token with the same identifier and another password is another credential
         String key = service + "/" + HexFormat.of().formatHex(parsed.getIdentifier()) + "/"
                 + HexFormat.of().formatHex(parsed.getPassword());
-        synchronized (tokenSessions) {
-            PeerConnection existing = tokenSessions.get(key);
-            if (existing != null && !existing.isFailed()) {
-                return existing;
-            }
-            if (existing != null) {
-                existing.close();
-            }
-            PeerConnection created = policy.dedicated(service, new ClientCredential(parsed.getIdentifier(), parsed.getPassword()));
-            tokenSessions.put(key, created);
-            return created;
-        }
+        return tokenSessions.get(key, existing -> !existing.isFailed(),
+                () -> policy.dedicated(service, new ClientCredential(parsed.getIdentifier(), parsed.getPassword())), System.nanoTime());
+    }
+
+    /** A reader reads through {@code connection}: if it is a token session, it is not idle. */
+    void used(PeerConnection connection) {
+        tokenSessions.used(connection, System.nanoTime());
     }
 
     /** A DFSClient for {@code nameNode} that never uses a replica accessor: no recursion into us. */

@@ -4,12 +4,14 @@ import io.rdmaplane.hdfs.BlockProtocol;
 import io.rdmaplane.hdfs.BlockProtocol.Response;
 import io.rdmaplane.hdfs.BlockProtocol.Status;
 import io.rdmaplane.rdma.memory.RegisteredBuffer;
+import io.rdmaplane.rdma.policy.KeyRefusedException;
 import io.rdmaplane.rdma.policy.PeerConnection;
 import io.rdmaplane.rdma.policy.RemoteBlock;
 import java.io.IOException;
 import java.net.URI;
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.TimeUnit;
@@ -71,6 +73,9 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         this.readahead = readahead;
         this.negativeNanos = negativeNanos;
     }
+
+    /** New grants asked for (BLOCK_REQUEST again with the token) after a READ's key was refused, before falling back. */
+    static final int MAX_REGRANTS = 2;
 
     /** Why RDMA could not serve; the read goes on over TCP. */
     private static final class Fallback extends Exception {
@@ -204,7 +209,7 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
             }
             if (!have) {
                 current.start = -1; // the landing buffer is about to change
-                current.busy = fetch(current, pos);
+                current.busy = fetch(current, pos, 0);
                 accept(current, await(current.busy));
             }
             long after = current.start + current.length;
@@ -231,18 +236,24 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
                 next = new Landing(ctx.pool.acquire(readahead));
             }
             next.start = pos; // the asked position; the answer's range starts there (a chunk boundary)
-            next.busy = fetch(next, pos);
+            next.busy = fetch(next, pos, 0);
         } catch (Exception e) {
             LOG.debug("no read-ahead window for block {}: {}", block.getBlock(), e.toString()); // reads go on window by window
         }
     }
 
-    /** Asks for the window at {@code pos} and READs it into {@code into}; completes with the answer. */
-    private CompletableFuture<Response> fetch(Landing into, long pos) {
+    /**
+     * Asks for the window at {@code pos} and READs it into {@code into}; completes with the answer. A READ whose key
+     * the DataNode refused (the grant went with an ended session, or with an earlier data channel where keys do) asks
+     * again with the block token, a new grant in the connection's current session, up to {@value #MAX_REGRANTS} times;
+     * then the refusal is the reader's fallback.
+     */
+    private CompletableFuture<Response> fetch(Landing into, long pos, int regrants) {
         int want = (int) Math.min(readahead, visibleLength - pos);
         BlockProtocol.Request request = new BlockProtocol.Request(verify ? BlockProtocol.FLAG_CHECKSUMS : 0,
                 block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(), block.getBlock().getGenerationStamp(),
                 pos, want, into.buffer.capacity(), token);
+        ctx.used(peer);
         return peer.request(request.encode()).thenCompose(bytes -> {
             Response response = Response.decode(bytes);
             if (response.status() != Status.OK) {
@@ -254,6 +265,13 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
             }
             RemoteBlock remote = new RemoteBlock(response.address(), response.rkey(), response.rangeLength(), response.crc32c());
             return peer.read(remote, into.buffer.region(), into.buffer.offset()).thenApply(v -> response);
+        }).exceptionallyCompose(e -> {
+            Throwable cause = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+            if (cause instanceof KeyRefusedException && regrants < MAX_REGRANTS) {
+                RdmaClientContext.count("hdfs.client.regrants");
+                return fetch(into, pos, regrants + 1);
+            }
+            return CompletableFuture.failedFuture(cause);
         });
     }
 
@@ -274,6 +292,10 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
                         block.getBlock().getGenerationStamp(), dataNode, negativeNanos);
                 throw new Fallback(Status.TOKEN_REFUSED.name(), "the DataNode's session refused the block token: "
                         + cause.getMessage(), null);
+            }
+            if (cause instanceof KeyRefusedException) {
+                throw new Fallback("KEY_REFUSED", "the DataNode refused the READ's key, also after " + MAX_REGRANTS
+                        + " new grants for the block token: " + cause.getMessage(), cause);
             }
             if (cause instanceof io.rdmaplane.rdma.policy.BlockFetchException failed && failed.isChecksumMismatch()) {
                 // READ twice and twice not the CRC32C the DataNode derived from the replica's stored chunk sums:

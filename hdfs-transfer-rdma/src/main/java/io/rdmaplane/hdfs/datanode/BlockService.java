@@ -177,8 +177,9 @@ final class BlockService implements AutoCloseable {
             regions.invalidate(key);
             return Response.refused(Status.STALE_GENERATION, "replica changed while being served");
         }
-        // only the client whose token was checked may READ it, while the region lives, with the key granted to it
-        int rkey = peer.grant(region.memory, grantUntil);
+        // only the client whose token was checked may READ it, while the region lives and the token is valid, with
+        // the key granted to it: on tcp a key of its own for this range only, bound to the client's data channel
+        int rkey = peer.grant(region.memory, region.memory.address() + start, rangeLength, grantUntil);
         return new Response(Status.OK, "", start, rangeLength, region.memory.address() + start, rkey,
                 rangeCrc, layout.typeId(), bpc, sums);
     }

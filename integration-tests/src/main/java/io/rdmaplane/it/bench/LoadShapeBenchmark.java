@@ -63,10 +63,13 @@ public final class LoadShapeBenchmark {
     private static final int BURST = 64;
 
     public static void main(String[] args) throws Exception {
-        NodeOptions serverOptions = ProviderReadBenchmark.options(Args.get(args, "server", "127.0.0.1"), false,
+        VerbsOptions.Completion completion = ProviderReadBenchmark.completion(
+                Args.get(args, "completion", VerbsOptions.defaults().completion().name()));
+        NodeOptions serverOptions = ProviderReadBenchmark.options(Args.get(args, "server", "127.0.0.1"), completion,
                 VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS);
-        NodeOptions clientOptions = ProviderReadBenchmark.options(Args.get(args, "client", "127.0.0.1"), false,
+        NodeOptions clientOptions = ProviderReadBenchmark.options(Args.get(args, "client", "127.0.0.1"), completion,
                 VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS);
+        int latRounds = Integer.parseInt(Args.get(args, "latRounds", "2000"));
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), serverOptions);
         long pointNanos = (long) (Double.parseDouble(Args.get(args, "seconds", "0.25")) * 1e9);
         int rounds = Integer.parseInt(Args.get(args, "rounds", "2000"));
@@ -91,6 +94,13 @@ public final class LoadShapeBenchmark {
         if (only.equals("fan")) { // one shape alone, to look at it
             printFan("fan-in: 1 server, " + peers + " clients", fan(provider, serverOptions, clientOptions, peers, fanNanos, true));
             printFan("fan-out: 1 client, " + peers + " servers", fan(provider, serverOptions, clientOptions, peers, fanNanos, false));
+            return;
+        }
+        if (only.equals("latency")) { // the waited 64 B READ of each completion mode against the given baseline
+            Map<String, ReadLoad.LatencyRun> waited = waitedLatency(provider, serverOptions, clientOptions,
+                    latRounds);
+            double base = latArg.isEmpty() ? Double.NaN : Double.parseDouble(latArg) * 1e3;
+            printWaited(waited, completion, base, Double.NaN);
             return;
         }
         if (only.equals("control")) {
@@ -132,6 +142,10 @@ public final class LoadShapeBenchmark {
             }
         }
 
+        // 1b. 64 B READs posted and waited for on one thread (as ib_read_lat), in each completion mode.
+        Map<String, ReadLoad.LatencyRun> waited = waitedLatency(provider, serverOptions, clientOptions,
+                latRounds);
+
         // 2. Control round trips under each shape.
         Map<String, long[]> control = controlShapes(provider, serverOptions, clientOptions, policy, rounds, bursts);
         printControl(control);
@@ -169,10 +183,54 @@ public final class LoadShapeBenchmark {
             bw64k = Math.max(bw64k, p.mibs());
         }
         printControlRatio(control);
-        System.out.printf("load-shapes: read-64B-p50/baseline = %.2fx%n", read64p50 / baseLatNanos);
+        printWaited(waited, completion, baseLatNanos, read64p50);
         System.out.printf("load-shapes: read-64KiB-bw/baseline = %.2fx%n", bw64k / baseBw);
         if (fanFailed) {
             throw new IllegalStateException("a fan shape failed (its row above); the other figures stand");
+        }
+    }
+
+    /**
+     * On verbs each completion mode in turn (fresh nodes each), else the provider once: the p50/p99 of
+     * {@code rounds} 64 B READs each waited for on the posting thread, and the CPU they cost.
+     */
+    private static Map<String, ReadLoad.LatencyRun> waitedLatency(TransportProvider provider,
+            NodeOptions serverOptions, NodeOptions clientOptions, int rounds) throws Exception {
+        Map<String, ReadLoad.LatencyRun> runs = new LinkedHashMap<>();
+        List<VerbsOptions.Completion> modes = provider.name().equals("verbs")
+                ? List.of(VerbsOptions.Completion.values()) : List.of(serverOptions.verbs().completion());
+        for (VerbsOptions.Completion mode : modes) {
+            String name = provider.name().equals("verbs") ? "completion=" + mode.name().toLowerCase(java.util.Locale.ROOT)
+                    : provider.name();
+            runs.put(name, ReadLoad.waitedLatencyRun(provider, serverOptions.withVerbs(serverOptions.verbs().withCompletion(mode)),
+                    clientOptions.withVerbs(clientOptions.verbs().withCompletion(mode)), 64, Math.max(100, rounds / 10), rounds));
+        }
+        return runs;
+    }
+
+    /**
+     * The waited 64 B READ table and its ratio lines: {@code read-64B-p50/baseline} is the run in
+     * {@code main}'s mode (perftest's method: post, then wait on the same thread), one line per mode,
+     * and the callback-driven depth-1 point of the sweep ({@code callbackP50}, NaN when not run).
+     */
+    private static void printWaited(Map<String, ReadLoad.LatencyRun> waited, VerbsOptions.Completion main,
+                                    double baseLatNanos, double callbackP50) {
+        System.out.printf("%n%-34s %10s %10s %16s%n", "64 B READ, posting thread waits", "p50 us", "p99 us", "cpu us per READ");
+        for (Map.Entry<String, ReadLoad.LatencyRun> e : waited.entrySet()) {
+            long[] p = e.getValue().percentiles();
+            System.out.printf("%-34s %10.1f %10.1f %16.1f%n", e.getKey(),
+                    p[0] / 1e3, p[1] / 1e3, e.getValue().cpuNanos() / 1e3 / e.getValue().rounds());
+        }
+        ReadLoad.LatencyRun headline = waited.getOrDefault("completion=" + main.name().toLowerCase(java.util.Locale.ROOT),
+                waited.values().iterator().next());
+        System.out.printf("load-shapes: read-64B-p50/baseline = %.2fx%n", headline.percentiles()[0] / baseLatNanos);
+        for (Map.Entry<String, ReadLoad.LatencyRun> e : waited.entrySet()) {
+            System.out.printf("load-shapes: read-64B-p50-%s/baseline = %.2fx (cpu %.1f us per READ)%n",
+                    e.getKey().replace("completion=", ""), e.getValue().percentiles()[0] / baseLatNanos,
+                    e.getValue().cpuNanos() / 1e3 / e.getValue().rounds());
+        }
+        if (!Double.isNaN(callbackP50)) {
+            System.out.printf("load-shapes: read-64B-p50-callbacks/baseline = %.2fx%n", callbackP50 / baseLatNanos);
         }
     }
 

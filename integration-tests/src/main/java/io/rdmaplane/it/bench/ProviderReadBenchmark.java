@@ -13,21 +13,18 @@ import java.net.InetSocketAddress;
  * devices (the Soft-RoCE VM does: integration-tests/vm). One measurement per run.
  *
  * <p>Arguments: {@code mode=bw|lat provider=auto server=ADDR client=ADDR size=65536|64
- * outstanding=64 seconds=5 rounds=1000 completion=event|poll spinMicros=50} (completion: how verbs
- * nodes wait for completions, {@link VerbsOptions#busyPollCompletions()}; spinMicros: how long an
+ * outstanding=64 seconds=5 rounds=1000 completion=event|poll|hybrid spinMicros=50} (completion: how verbs
+ * nodes wait for completions, {@link VerbsOptions#completion()}; this benchmark's READs complete in
+ * callbacks, which hybrid leaves to the completion thread; spinMicros: how long an
  * event-driven completion thread polls before it sleeps, {@link VerbsOptions#completionSpinMicros()}).
  * The latency mode also prints the CPU both nodes' threads spent per READ.
  */
 public final class ProviderReadBenchmark {
     public static void main(String[] args) throws Exception {
-        String completion = Args.get(args, "completion", "event");
-        if (!completion.equals("event") && !completion.equals("poll")) {
-            throw new IllegalArgumentException("completion must be event or poll, was " + completion);
-        }
-        boolean busyPoll = completion.equals("poll");
+        VerbsOptions.Completion completion = completion(Args.get(args, "completion", "event"));
         int spin = Integer.parseInt(Args.get(args, "spinMicros", String.valueOf(VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS)));
-        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), busyPoll, spin);
-        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), busyPoll, spin);
+        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), completion, spin);
+        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), completion, spin);
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), server);
         String mode = Args.get(args, "mode", "bw");
         if (mode.equals("bw")) {
@@ -49,10 +46,20 @@ public final class ProviderReadBenchmark {
         }
     }
 
-    static NodeOptions options(String host, boolean busyPoll, int spinMicros) {
+    /** A {@code completion=} argument: event, poll or hybrid. */
+    static VerbsOptions.Completion completion(String name) {
+        for (VerbsOptions.Completion mode : VerbsOptions.Completion.values()) {
+            if (mode.name().equalsIgnoreCase(name)) {
+                return mode;
+            }
+        }
+        throw new IllegalArgumentException("completion must be event, poll or hybrid, was " + name);
+    }
+
+    static NodeOptions options(String host, VerbsOptions.Completion completion, int spinMicros) {
         NodeOptions loopback = NodeOptions.loopback();
         return new NodeOptions(new InetSocketAddress(host, 0), loopback.maxMessageSize(),
                 java.time.Duration.ofSeconds(30), loopback.acceptQueueDepth(),
-                VerbsOptions.defaults().withBusyPollCompletions(busyPoll).withCompletionSpinMicros(spinMicros));
+                VerbsOptions.defaults().withCompletion(completion).withCompletionSpinMicros(spinMicros));
     }
 }

@@ -173,7 +173,7 @@ final class ReadLoad {
     }
 
     /** Percentiles of one latency run, and the CPU both nodes' threads spent during it. */
-    record LatencyRun(long[] percentiles, long cpuNanos) {
+    record LatencyRun(long[] percentiles, long cpuNanos, int rounds) {
     }
 
     static LatencyRun latencyRun(TransportProvider provider, NodeOptions serverOptions, NodeOptions clientOptions, int size,
@@ -190,7 +190,36 @@ final class ReadLoad {
             chain(channel, source, landing, size, samples, 0, done);
             done.get(rounds * 60L, TimeUnit.SECONDS);
             long cpu = CpuTime.of(client) + CpuTime.of(server) - cpu0;
-            return new LatencyRun(Samples.percentiles(samples), cpu);
+            return new LatencyRun(Samples.percentiles(samples), cpu, rounds);
+        }
+    }
+
+    /**
+     * {@code rounds} {@code size}-byte READs one after another, each posted and waited for
+     * ({@code get()}) on this thread, as ib_read_lat posts and polls on one thread, after
+     * {@code warmup} unmeasured ones. CPU: both nodes' threads and this one.
+     */
+    static LatencyRun waitedLatencyRun(TransportProvider provider, NodeOptions serverOptions, NodeOptions clientOptions,
+                                       int size, int warmup, int rounds) throws Exception {
+        try (Node server = provider.createNode(serverOptions);
+             Node client = provider.createNode(clientOptions)) {
+            server.listen(ch -> new ChannelHandler() { });
+            MemoryRegion source = server.register(ByteBuffer.allocateDirect(Math.max(4096, size)));
+            MemoryRegion landing = client.register(ByteBuffer.allocateDirect(Math.max(4096, size)), EnumSet.of(Access.LOCAL_WRITE));
+            Channel channel = client.connect(server.localAddress(), 4, new ChannelHandler() { }).get(60, TimeUnit.SECONDS);
+            for (int i = 0; i < warmup; i++) {
+                channel.read(source.address(), source.rkey(), size, landing, 0).get(60, TimeUnit.SECONDS);
+            }
+            java.lang.management.ThreadMXBean threads = java.lang.management.ManagementFactory.getThreadMXBean();
+            long[] samples = new long[rounds];
+            long cpu0 = CpuTime.of(client) + CpuTime.of(server) + threads.getCurrentThreadCpuTime();
+            for (int i = 0; i < rounds; i++) {
+                long t0 = System.nanoTime();
+                channel.read(source.address(), source.rkey(), size, landing, 0).get(60, TimeUnit.SECONDS);
+                samples[i] = System.nanoTime() - t0;
+            }
+            long cpu = CpuTime.of(client) + CpuTime.of(server) + threads.getCurrentThreadCpuTime() - cpu0;
+            return new LatencyRun(Samples.percentiles(samples), cpu, rounds);
         }
     }
 

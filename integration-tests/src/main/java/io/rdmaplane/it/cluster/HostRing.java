@@ -122,6 +122,15 @@ public final class HostRing implements AutoCloseable {
         return namespaces.get(host);
     }
 
+    /** Its namespaces and addresses, for a report: {@code [host1=192.168.78.1, ...]}. */
+    public String describe() {
+        List<String> out = new java.util.ArrayList<>();
+        for (int i = 0; i < hosts; i++) {
+            out.add(namespaces.get(i) + "=" + addresses.get(i));
+        }
+        return out.toString();
+    }
+
     public String address(int host) {
         return addresses.get(host);
     }

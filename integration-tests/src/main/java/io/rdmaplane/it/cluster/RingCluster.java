@@ -95,10 +95,21 @@ public final class RingCluster implements AutoCloseable {
      * HDFS folders.
      */
     public static RingCluster start(HostRing ring, RingLines lines, Path dir, Duration limit) {
+        return start(ring, lines, dir, limit, Map.of("provider", "tcp"));
+    }
+
+    /**
+     * {@link #start(HostRing, RingLines, Path, Duration)} with the {@code transport} settings of every plug-in
+     * (the Soft-RoCE VM's ring: {@code provider=verbs}).
+     */
+    public static RingCluster start(HostRing ring, RingLines lines, Path dir, Duration limit, Map<String, String> transport) {
         if (ring.hosts() < 3) {
             throw new IllegalArgumentException("ring: " + ring.hosts() + " hosts; the cluster needs host 0 and at least 2 workers");
         }
-        RingCluster c = new RingCluster(ring, lines, dir, limit, Map.of("provider", "tcp"));
+        if (!transport.containsKey("provider")) {
+            throw new IllegalArgumentException("ring: the transport settings " + transport + " name no provider");
+        }
+        RingCluster c = new RingCluster(ring, lines, dir, limit, transport);
         try {
             c.prepare();
             if (c.spark()) {
@@ -195,7 +206,7 @@ public final class RingCluster implements AutoCloseable {
     private static boolean isAppClass(String fileName) {
         return fileName.startsWith(RingJob.class.getSimpleName()) || fileName.startsWith(RingHdfsRead.class.getSimpleName())
                 || fileName.startsWith(RingStaleRead.class.getSimpleName()) || fileName.startsWith("RingFlip") // RingFlipRelay, RingFlipRead
-                || fileName.startsWith("RingTpcds") || fileName.startsWith("TpcdsTables");
+                || fileName.startsWith(RingTpcds.class.getSimpleName()) || fileName.startsWith(TpcdsTables.class.getSimpleName());
     }
 
     boolean spark() {
@@ -224,18 +235,31 @@ public final class RingCluster implements AutoCloseable {
     }
 
     private void startSpark() {
-        master = spawn(0, "master", RingProcess.java("256m", sparkClassPath(), List.of(), "org.apache.spark.deploy.master.Master",
+        master = spawn(0, "master", RingProcess.java("256m", sparkClassPath(), slowGuestOptions(), "org.apache.spark.deploy.master.Master",
                 List.of("--host", ring.address(0), "--port", String.valueOf(MASTER_PORT), "--webui-port", String.valueOf(MASTER_UI))),
                 sparkEnv(0));
         for (int w = 1; w <= workers; w++) {
             Path work = dir.resolve("work-" + w);
-            workerProcesses.add(spawn(w, "worker-" + w, RingProcess.java("256m", sparkClassPath(), List.of(), "org.apache.spark.deploy.worker.Worker",
+            workerProcesses.add(spawn(w, "worker-" + w, RingProcess.java("256m", sparkClassPath(), slowGuestOptions(), "org.apache.spark.deploy.worker.Worker",
                     List.of("--host", ring.address(w), "--port", String.valueOf(WORKER_PORT), "--webui-port", String.valueOf(WORKER_UI),
                             "--cores", "1", "--memory", "1g", "--work-dir", work.toString(), masterUrl())), sparkEnv(w)));
         }
     }
 
-    /** The Spark application's settings: the same for RDMA and its sort-shuffle baseline but the shuffle manager. */
+    /**
+     * Spark's RPC timeout (spark.network.timeout, 120 s) times {@link #WAIT_SCALE}, as system properties of the
+     * Master and Workers: in the emulated guest the Master's own start-up ask of its RPC endpoint outlasted 120 s.
+     */
+    private static List<String> slowGuestOptions() {
+        return WAIT_SCALE == 1 ? List.of() : List.of("-Dspark.network.timeout=" + 120 * WAIT_SCALE + "s");
+    }
+
+    /**
+     * The Spark application's settings: the same for RDMA and its sort-shuffle baseline but the shuffle manager and,
+     * on a ring with HDFS, the HDFS client plug-in (its jar on the driver's and executors' class path, its accessor
+     * configured with the transport settings) for the RDMA application's reads of the ring's HDFS, which is every
+     * application's default filesystem.
+     */
     private List<String> submitArgs(String name, boolean rdma, Map<String, String> extra) {
         Map<String, String> conf = new LinkedHashMap<>();
         conf.put("spark.driver.host", ring.address(0));
@@ -249,6 +273,9 @@ public final class RingCluster implements AutoCloseable {
         conf.put("spark.executor.extraJavaOptions", String.join(" ", RingProcess.moduleFlags())
                 + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss512k -Djava.net.preferIPv4Stack=true " + SLF4J_QUIET);
         conf.put("spark.reducer.maxSizeInFlight", "1m");
+        if (WAIT_SCALE > 1) {
+            conf.put("spark.network.timeout", 120 * WAIT_SCALE + "s");
+        }
         transport.forEach((k, v) -> conf.put("spark.shuffle.rdma." + k, v));
         conf.put("spark.shuffle.rdma.port", String.valueOf(RDMA_PORT));
         conf.put("spark.shuffle.rdma.registry.port", String.valueOf(REGISTRY_PORT));
@@ -271,6 +298,8 @@ public final class RingCluster implements AutoCloseable {
             if (rdma) {
                 conf.put("spark.hadoop.dfs.client.replica.accessor.builder.classes", "io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder");
                 transport.forEach((k, v) -> conf.put("spark.hadoop.dfs.rdma." + k, v));
+                // idle token sessions closed after 5 s (the default is 30 s): a fault's settle after q3 need not wait longer
+                conf.put("spark.hadoop.dfs.rdma.tokenSession.idle", "5s");
                 executorClassPath.add(lines.hdfsPlugin().toString()); // a Hadoop client plug-in: the executors' class path
             }
         }
@@ -296,14 +325,16 @@ public final class RingCluster implements AutoCloseable {
 
     /**
      * Submits RingJob through SparkSubmit from host 0 with the plug-in jar (where the line wants it,
-     * {@link RingLines.PluginOn}) and, when {@code rdma}, {@code spark.shuffle.manager}; waits until the application
-     * has started (its SparkContext).
+     * {@link RingLines.PluginOn}) and, when {@code rdma}, {@code spark.shuffle.manager} (and on a ring with HDFS the
+     * HDFS client plug-in); waits until the application has started (its SparkContext), at most 3 minutes times
+     * {@link #WAIT_SCALE}.
      */
     public RingDriver submit(String name, boolean rdma, Map<String, String> extra) {
         List<String> jvm = List.of(SLF4J_QUIET.split(" "));
         List<Path> cp = new ArrayList<>(sparkClassPath());
+        // spark.driver.extraClassPath: what spark-submit's launcher puts on the driver JVM's class path
         if (lines.sparkPluginOn() == RingLines.PluginOn.EXTRA_CLASS_PATH) {
-            cp.add(lines.sparkPlugin()); // spark.driver.extraClassPath: what spark-submit's launcher puts on the driver JVM's class path
+            cp.add(lines.sparkPlugin());
         }
         if (rdma && hdfs()) {
             cp.add(lines.hdfsPlugin()); // the same for the HDFS client plug-in
@@ -312,7 +343,7 @@ public final class RingCluster implements AutoCloseable {
         RingProcess p = spawn(0, "driver-" + name, RingProcess.java("512m", cp, jvm, "org.apache.spark.deploy.SparkSubmit",
                 submitArgs(name, rdma, extra)), sparkEnv(0));
         RingDriver driver = new RingDriver(this, p);
-        driver.ready = driver.awaitLine(l -> l.startsWith("RING-READY"), Duration.ofMinutes(3), "the application started");
+        driver.ready = driver.awaitLine(l -> l.startsWith("RING-READY"), Duration.ofMinutes(3).multipliedBy(WAIT_SCALE), "the application started");
         return driver;
     }
 
@@ -549,10 +580,10 @@ public final class RingCluster implements AutoCloseable {
         return String.join("\n", p.lines());
     }
 
-    /** Runs FsShell to its end (at most 3 minutes); fails with its log's tail unless it exits 0. */
+    /** Runs FsShell to its end (at most 3 minutes times {@link #WAIT_SCALE}); fails with its log's tail unless it exits 0. */
     public void fsShellOk(String name, boolean plugin, Path stdout, String... args) {
         RingProcess p = fsShell(name, plugin, stdout, args);
-        int code = p.waitFor(Duration.ofMinutes(3));
+        int code = p.waitFor(Duration.ofMinutes(3).multipliedBy(WAIT_SCALE));
         if (code != 0) {
             throw new IllegalStateException("FsShell " + String.join(" ", args) + " exited " + code + "\n" + p.tail(60));
         }

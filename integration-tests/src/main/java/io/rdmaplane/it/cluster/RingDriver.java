@@ -36,7 +36,7 @@ public final class RingDriver implements AutoCloseable {
      * resubmits (fetch failures) the driver logged while it ran.
      */
     public record QueryResult(String query, boolean failed, String failure, long rows, String hash, List<String> sortedRows, long millis,
-            long remoteBlocks, int stageResubmits) {
+            long remoteBlocks, int stageResubmits, long localBlocks, String readers) {
         /** The same rows as {@code baseline} (a successful run of the same query): count, hash and every row. */
         public boolean equalsBaseline(QueryResult baseline) {
             return !failed && rows == baseline.rows && hash.equals(baseline.hash) && sortedRows.equals(baseline.sortedRows);
@@ -55,7 +55,7 @@ public final class RingDriver implements AutoCloseable {
         @Override
         public String toString() {
             return failed ? query + " FAILED " + failure : query + " rows=" + rows + " hash=" + hash + " millis=" + millis + " remoteBlocks="
-                    + remoteBlocks + " stageResubmits=" + stageResubmits;
+                    + remoteBlocks + " localBlocks=" + localBlocks + " readers=" + readers + " stageResubmits=" + stageResubmits;
         }
     }
 
@@ -66,10 +66,18 @@ public final class RingDriver implements AutoCloseable {
         }
     }
 
-    /** A shuffle's size: records, map tasks, reduce tasks, and the least time a reduce task takes. */
-    public record Workload(long records, int maps, int reduces, long slowMillis) {
+    /**
+     * A shuffle's size: records, map tasks, reduce tasks, and the least time a reduce task takes; {@code paced}: that
+     * time is spread over the task's records (it reads them slowly, so its fetches go on through it) rather than spent
+     * after them.
+     */
+    public record Workload(long records, int maps, int reduces, long slowMillis, boolean paced) {
+        public Workload(long records, int maps, int reduces, long slowMillis) {
+            this(records, maps, reduces, slowMillis, false);
+        }
+
         String command(String name) {
-            return "shuffle " + name + " " + records + " " + maps + " " + reduces + " " + slowMillis;
+            return "shuffle " + name + " " + records + " " + maps + " " + reduces + " " + slowMillis + (paced ? " paced" : "");
         }
     }
 
@@ -136,19 +144,20 @@ public final class RingDriver implements AutoCloseable {
         if (atMoment != null) {
             String line = awaitLine(l -> l.equals(moment + " " + query) || l.startsWith(failedPrefix), deadline, moment + " " + query);
             if (line.startsWith("RING-FAILED")) {
-                return new QueryResult(query, true, line, 0, "", List.of(), 0, 0, resubmits);
+                return new QueryResult(query, true, line, 0, "", List.of(), 0, 0, resubmits, 0, "none");
             }
             atMoment.run();
         }
         String line = awaitLine(l -> l.startsWith("RING-TPCDS-RESULT " + query + " ") || l.startsWith(failedPrefix), deadline,
                 "the result of TPC-DS " + query);
         if (line.startsWith("RING-FAILED")) {
-            return new QueryResult(query, true, line, 0, "", List.of(), 0, 0, resubmits);
+            return new QueryResult(query, true, line, 0, "", List.of(), 0, 0, resubmits, 0, "none");
         }
         Map<String, String> f = fields(line.substring(("RING-TPCDS-RESULT " + query + " ").length()), " ");
         try {
             return new QueryResult(query, false, "", Long.parseLong(f.get("rows")), f.get("hash"), java.nio.file.Files.readAllLines(out),
-                    Long.parseLong(f.get("millis")), Long.parseLong(f.get("remoteBlocks")), resubmits);
+                    Long.parseLong(f.get("millis")), Long.parseLong(f.get("remoteBlocks")), resubmits, Long.parseLong(f.get("localBlocks")),
+                    f.get("readers"));
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }

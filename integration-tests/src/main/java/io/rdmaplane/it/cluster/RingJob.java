@@ -33,9 +33,10 @@ import scala.Tuple2;
  * It reads commands from its standard input, one a line, and answers on its output with lines starting
  * {@code RING-}:
  * <ul>
- * <li>{@code shuffle NAME RECORDS MAPS REDUCES SLOW_MS}: a shuffle of RECORDS generated records (a 64-byte value
+ * <li>{@code shuffle NAME RECORDS MAPS REDUCES SLOW_MS [paced]}: a shuffle of RECORDS generated records (a 64-byte value
  * each) from MAPS map tasks into REDUCES reduce tasks, each lasting at least SLOW_MS, so that reduce tasks start
- * in waves and READs go on through the stage. Prints {@code RING-MAPS NAME shuffle=ID EXECUTOR=MAP_ID,...} (the
+ * in waves and READs go on through the stage ({@code paced}: each task reads its records slowly, pausing
+ * {@value #PACE_STEPS} times, so that its fetches go on through the task). Prints {@code RING-MAPS NAME shuffle=ID EXECUTOR=MAP_ID,...} (the
  * shuffle's id and each executor's map ids) and {@code RING-REDUCING NAME} when the reduce stage is submitted (the
  * moment a fault is injected), then {@code RING-RESULT NAME count=.. hash=.. expectedCount=..
  * expectedHash=.. millis=..} or {@code RING-FAILED NAME why}. The hash is an order-free sum over the records,
@@ -44,7 +45,7 @@ import scala.Tuple2;
  * the default filesystem (the ring's HDFS) and a query over them ({@link RingTpcds}).</li>
  * <li>{@code report EXECUTORS}: one {@code RING-REPORT} line per executor (its RDMA report, its HDFS client plug-in's
  * {@code hdfs.client.*} counters when it has the plug-in, pid, host, Spark version, threads, open files), a
- * {@code RING-DRIVER} line, then {@code RING-REPORT-END}.</li>
+ * {@code RING-DRIVER} line (the driver's RDMA report and HDFS client counters), then {@code RING-REPORT-END}.</li>
  * <li>{@code quit}.</li>
  * </ul>
  */
@@ -94,7 +95,7 @@ public final class RingJob {
                 try {
                     switch (w[0]) {
                         case "shuffle" -> shuffle(sc, w[1], Long.parseLong(w[2]), Integer.parseInt(w[3]), Integer.parseInt(w[4]),
-                                Long.parseLong(w[5]));
+                                Long.parseLong(w[5]), w.length > 6 && w[6].equals("paced"));
                         case "tpcds-write" -> RingTpcds.write(sc, w[1], List.of(w).subList(2, w.length));
                         case "tpcds-query" -> RingTpcds.query(sc, w[1], w[2], java.nio.file.Path.of(w[3]), List.of(w).subList(4, w.length));
                         case "report" -> report(sc, Integer.parseInt(w[1]));
@@ -128,8 +129,12 @@ public final class RingJob {
         running = null;
     }
 
-    private static void shuffle(JavaSparkContext sc, String name, long records, int maps, int reduces, long slowMillis) {
+    /** Pauses of a paced reduce task: its least time in this many steps, one every 1/PACE_STEPS of its expected records. */
+    static final int PACE_STEPS = 40;
+
+    private static void shuffle(JavaSparkContext sc, String name, long records, int maps, int reduces, long slowMillis, boolean paced) {
         long perMap = records / maps;
+        long pauseEvery = Math.max(1, records / reduces / PACE_STEPS);
         long started = System.nanoTime();
         begin(name);
         List<long[]> parts;
@@ -152,8 +157,13 @@ public final class RingJob {
                             Tuple2<Long, byte[]> r = it.next();
                             n++;
                             h += recordHash(r._1(), r._2());
+                            if (paced && n % pauseEvery == 0) {
+                                Thread.sleep(slowMillis / PACE_STEPS); // read slowly: the fetcher asks for more blocks as this takes them
+                            }
                         }
-                        Thread.sleep(slowMillis); // the reduce work: keeps the stage's tasks in waves
+                        if (!paced) {
+                            Thread.sleep(slowMillis); // the reduce work: keeps the stage's tasks in waves
+                        }
                         return List.of(new long[] {n, h}).iterator();
                     })
                     .collect();
@@ -187,18 +197,19 @@ public final class RingJob {
             reports.forEach(r -> byId.put(r.get("executorId"), r));
         }
         byId.values().forEach(r -> say("RING-REPORT " + encode(r)));
-        say("RING-DRIVER " + encode(RdmaShuffleManager.executorReport()));
+        Map<String, String> driver = new HashMap<>(RdmaShuffleManager.executorReport());
+        driver.putAll(hdfsClientCounters());
+        say("RING-DRIVER " + encode(driver));
         say("RING-REPORT-END " + byId.size());
     }
 
-    /** This executor's RDMA report plus what an operator sees from outside: pid, host, threads, open files. */
+    /**
+     * This executor's RDMA report, its HDFS client plug-in's counters when the plug-in is on its class path, plus what
+     * an operator sees from outside: pid, host, threads, open files.
+     */
     private static Map<String, String> executorFacts() {
         Map<String, String> r = new HashMap<>(RdmaShuffleManager.executorReport());
-        try {
-            RdmaReplicaAccessorBuilder.clientCounters().forEach((name, count) -> r.put(name, String.valueOf(count)));
-        } catch (NoClassDefFoundError noPlugin) {
-            // an application without the HDFS client plug-in (the sort-shuffle baseline reads with the stock client)
-        }
+        r.putAll(hdfsClientCounters());
         r.put("pid", String.valueOf(ProcessHandle.current().pid()));
         r.put("host", SparkEnv.get().blockManager().blockManagerId().host());
         r.put("sparkVersion", org.apache.spark.package$.MODULE$.SPARK_VERSION()); // the Spark this executor JVM runs
@@ -206,6 +217,17 @@ public final class RingJob {
         String[] fds = new File("/proc/self/fd").list();
         r.put("fds", String.valueOf(fds == null ? -1 : fds.length));
         return r;
+    }
+
+    /** The HDFS client plug-in's counters in this JVM ({@code hdfs.client.*}), none without the plug-in jar. */
+    private static Map<String, String> hdfsClientCounters() {
+        Map<String, String> out = new HashMap<>();
+        try {
+            RdmaReplicaAccessorBuilder.clientCounters().forEach((name, count) -> out.put(name, String.valueOf(count)));
+        } catch (NoClassDefFoundError noPlugin) {
+            // an application without the HDFS client plug-in (the sort-shuffle baseline reads with the stock client)
+        }
+        return out;
     }
 
     private static String encode(Map<String, String> report) {

@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
@@ -24,6 +25,13 @@ import java.util.Set;
 public final class RingSession implements AutoCloseable {
     /** The shuffle every case runs: 16 maps into 16 reduce tasks of at least 300 ms each, so READs go on through the stage. */
     static final RingDriver.Workload WORKLOAD = new RingDriver.Workload(200_000, 16, 16, 300);
+    /**
+     * The switch flap's shuffle: 64 maps into 2 reduce tasks (one on each executor, started together) that read their
+     * records slowly for at least 4 s, so that each asks for more remote blocks through the whole task: READs go on on
+     * every executor when the links are cut (the usual shuffle's tasks fetch all their blocks in their first
+     * milliseconds, and while every link is down no new task reaches an executor).
+     */
+    static final RingDriver.Workload FLAP_WORKLOAD = new RingDriver.Workload(400_000, 64, 2, 4_000, true);
     static final Duration JOB_DEADLINE = Duration.ofMinutes(4);
     /** The TPC-DS tables' generation (on the driver) and write: the session's longest job (155 s on a loaded 2-core machine). */
     static final Duration TABLES_DEADLINE = Duration.ofMinutes(10);
@@ -63,7 +71,8 @@ public final class RingSession implements AutoCloseable {
      * and once settled after it; {@code leaks}: what did not come back to its baseline within {@link #SETTLE} ("" when
      * everything did); {@code staleReads}: in REPLACE_EXECUTOR, what READs with the replaced executor's descriptors got
      * ({@link RingStaleRead}'s result); in FLIP_READ_PAYLOAD, what the relay flipped and what the reader got and caught
-     * ({@link RingFlipRelay}, {@link RingFlipRead}); "" in the other cases.
+     * ({@link RingFlipRelay}, {@link RingFlipRead}); in ALL_LINKS_FLAP_1S, the reconnect storm across the executors
+     * ({@link ReconnectStorm}: each one's first attempt after the cut and after link-up, their spread); "" in the other cases.
      */
     public record Row(Fault fault, boolean ok, String detail, long jobMillis, long extraMillis, long recoveredMillis, long suspected,
             long reconnects, long fallbackFetch, long fallbackShuffle, long fallbackApp, int stageResubmits, long rdmaBlocks, int replaced,
@@ -92,7 +101,11 @@ public final class RingSession implements AutoCloseable {
                     extraMillis, recoveredMillis, suspected, reconnects, fallbackFetch, fallbackShuffle, fallbackApp, stageResubmits, rdmaBlocks,
                     replaced, settledMillis, leaks.isEmpty() ? "back to baseline" : "LEAK " + leaks)
                     + (resources.isEmpty() ? "" : "\n    " + resources.replace("; ", "\n    "))
-                    + (staleReads.isEmpty() ? "" : (fault == Fault.FLIP_READ_PAYLOAD ? "\n    flipped READs: " : "\n    stale descriptors: ") + staleReads)
+                    + (staleReads.isEmpty() ? "" : "\n    " + switch (fault) {
+                        case FLIP_READ_PAYLOAD -> "flipped READs: ";
+                        case ALL_LINKS_FLAP_1S -> "reconnect storm: ";
+                        default -> "stale descriptors: ";
+                    } + staleReads)
                     + (detail.isEmpty() ? "" : "\n    " + detail)
                     + (query == QueryRow.NONE ? "" : "\n    " + query.line());
         }
@@ -105,14 +118,45 @@ public final class RingSession implements AutoCloseable {
      * RDMA blocks fetched, and the baseline's rows lost or duplicated.
      */
     public record QueryRow(String query, boolean ok, long jobMillis, long extraMillis, long recoveredMillis, long fallbackFetch,
-            long hdfsFallbacks, int stageResubmits, long rdmaBlocks, long lost, long duplicated, String detail) {
-        static final QueryRow NONE = new QueryRow("none", true, 0, 0, 0, 0, 0, 0, 0, 0, 0, "no TPC-DS query (a ring without HDFS)");
+            long hdfsFallbacks, int stageResubmits, long rdmaBlocks, long lost, long duplicated, String detail, long remoteBlocks,
+            String rdmaBlocksNote, long settledMillis, String resources, String leaks) {
+        static final QueryRow NONE = notRun("none", "no TPC-DS query (a ring without HDFS)");
+
+        static QueryRow notRun(String query, String why) {
+            return new QueryRow(query, true, 0, 0, 0, 0, 0, 0, 0, 0, 0, why, 0, "", 0, "", "");
+        }
 
         public String line() {
             return String.format(Locale.ROOT, "tpcds %s: %s job %d ms (+%d), recovered %d ms, fb.fetch %d, hdfs fb %d, stage resubmits %d,"
-                    + " rdma blocks %d, lost %d, duplicated %d%s", query, ok ? "same rows" : "DIFF", jobMillis, extraMillis, recoveredMillis,
-                    fallbackFetch, hdfsFallbacks, stageResubmits, rdmaBlocks, lost, duplicated, detail.isEmpty() ? "" : "; " + detail);
+                    + " rdma blocks %d (of %d remote in Spark's metrics%s), lost %d, duplicated %d, settle %d ms %s%s", query, ok ? "same rows" : "DIFF",
+                    jobMillis, extraMillis, recoveredMillis, fallbackFetch, hdfsFallbacks, stageResubmits, rdmaBlocks, remoteBlocks,
+                    rdmaBlocksNote.isEmpty() ? "" : ": " + rdmaBlocksNote, lost, duplicated, settledMillis,
+                    leaks.isEmpty() ? "back to baseline" : "LEAK " + leaks, detail.isEmpty() ? "" : "; " + detail)
+                    + (resources.isEmpty() ? "" : "\n      " + resources.replace("; ", "\n      "));
         }
+    }
+
+    /**
+     * Why the query's RDMA block count is what it is, or "" when Spark's remote blocks went over RDMA or fell back as
+     * counted. A query whose tasks reading shuffle output all ran on one executor (the other dead, cut off, or slow
+     * through the scans, and Spark's reduce locality then keeps the reducers with the map outputs) fetches no remote
+     * block: nothing for RDMA (or Netty) to carry. Remote blocks that neither went over RDMA nor fell back, with every
+     * executor still there to count them, are UNEXPLAINED (and fail the case).
+     */
+    static String rdmaBlocksNote(long rdmaBlocks, long fallbackFetch, RingDriver.QueryResult r, boolean executorsLost) {
+        if (r.failed()) {
+            return "";
+        }
+        if (r.remoteBlocks() == 0) {
+            String[] readers = r.readers().equals("none") ? new String[0] : r.readers().split(",");
+            return "0 remote: all " + r.localBlocks() + " shuffle blocks were local, nothing to READ: "
+                    + (readers.length == 1 ? "every task reading shuffle output ran on executor " + readers[0].replace(":", " (") + " tasks)"
+                            : "the tasks reading shuffle output (by executor: " + r.readers() + ") each read only its own executor's map outputs");
+        }
+        if (rdmaBlocks + fallbackFetch == 0 && !executorsLost) {
+            return "UNEXPLAINED: Spark fetched " + r.remoteBlocks() + " remote blocks, none over RDMA and none fell back";
+        }
+        return "";
     }
 
     /** The ports of the project's servers in the ring (executors', DataNodes', the driver's registry): their sockets are the transport's. */
@@ -124,6 +168,9 @@ public final class RingSession implements AutoCloseable {
     public final HostRing ring;
     public final RingCluster cluster;
     final RingDriver.Result sortBaseline;
+    /** {@link #FLAP_WORKLOAD} under sort shuffle, and a clean RDMA run of it (warm, what the flap's extra time is measured against). */
+    final RingDriver.Result sortFlap;
+    private final RingDriver.Result cleanFlap;
     final RingDriver.Result rdmaBaseline;
     final RingDriver.Reports reportsAfterBaseline;
     /** A clean RDMA run after the first (warm): what a fault's extra time is measured against. */
@@ -138,11 +185,18 @@ public final class RingSession implements AutoCloseable {
     private final RingDriver rdma;
     /** The executors that have run a whole RDMA shuffle (the baseline of a fault is measured with these only). */
     private Set<String> warmExecutors;
+    /**
+     * The executors and DataNodes (by pid) that have run or served the TPC-DS query ({@link #queryParticipants}): the
+     * baseline of a fault on the query is measured with these only.
+     */
+    private Set<String> queryWarm;
 
     private RingSession(HostRing ring, RingCluster cluster, RingDriver.Result sort, RingDriver rdma, RingDriver.Result rdmaBaseline,
             RingDriver.Result clean, RingDriver.Reports reports, RingDriver.QueryResult sortQuery, RingDriver.QueryResult rdmaQuery,
-            RingDriver.Reports reportsAfterQuery, RingDriver.QueryResult cleanQuery) {
+            RingDriver.Reports reportsAfterQuery, RingDriver.QueryResult cleanQuery, RingDriver.Result sortFlap, RingDriver.Result cleanFlap) {
         this.clean = clean;
+        this.sortFlap = sortFlap;
+        this.cleanFlap = cleanFlap;
         this.cleanQuery = cleanQuery;
         this.sortQuery = sortQuery;
         this.rdmaQuery = rdmaQuery;
@@ -154,6 +208,7 @@ public final class RingSession implements AutoCloseable {
         this.rdmaBaseline = rdmaBaseline;
         this.reportsAfterBaseline = reports;
         this.warmExecutors = Set.copyOf(reports.executors().keySet());
+        this.queryWarm = reportsAfterQuery == null ? Set.of() : queryParticipants(reportsAfterQuery);
     }
 
     /** Builds the ring, starts the cluster, runs the baseline with sort shuffle, then submits the RDMA application. */
@@ -163,9 +218,14 @@ public final class RingSession implements AutoCloseable {
         try {
             cluster = RingCluster.start(ring, lines, dir, limit);
             RingDriver.Result sort;
+            RingDriver.Result sortFlap;
             RingDriver.QueryResult sortQuery = null;
             try (RingDriver baseline = cluster.submit("sort", false, Map.of())) {
                 sort = baseline.shuffle("baseline", WORKLOAD, null, JOB_DEADLINE);
+                sortFlap = baseline.shuffle("baseline-flap", FLAP_WORKLOAD, null, JOB_DEADLINE);
+                if (!sortFlap.equalsExpected()) {
+                    throw new IllegalStateException("the flap's shuffle under sort shuffle gave " + sortFlap + "\n" + cluster.tails());
+                }
                 if (cluster.hdfs()) {
                     long t0 = System.nanoTime();
                     baseline.writeTpcds(TPCDS_BASE, COLUMNS, TABLES, TABLES_DEADLINE);
@@ -195,8 +255,14 @@ public final class RingSession implements AutoCloseable {
             }
             // a second clean run, warm like the faulted ones: the time a fault adds is measured against it
             RingDriver.Result clean = rdma.shuffle("clean", WORKLOAD, null, JOB_DEADLINE);
-            System.out.println("ring: sort shuffle " + sort + "\nring: rdma shuffle " + first + "\nring: rdma shuffle again " + clean);
-            return new RingSession(ring, cluster, sort, rdma, first, clean, reports, sortQuery, rdmaQuery, afterQuery, cleanQuery);
+            RingDriver.Result cleanFlap = rdma.shuffle("clean-flap", FLAP_WORKLOAD, null, JOB_DEADLINE);
+            System.out.println("ring: sort shuffle " + sort + "\nring: rdma shuffle " + first + "\nring: rdma shuffle again " + clean
+                    + "\nring: the flap's shuffle, sort " + sortFlap + ", rdma " + cleanFlap);
+            if (!cleanFlap.equalsExpected()) {
+                throw new IllegalStateException("the clean RDMA run of the flap's shuffle gave " + cleanFlap + "\n" + cluster.tails());
+            }
+            return new RingSession(ring, cluster, sort, rdma, first, clean, reports, sortQuery, rdmaQuery, afterQuery, cleanQuery, sortFlap,
+                    cleanFlap);
         } catch (RuntimeException | Error e) {
             if (cluster != null) {
                 System.out.println("ring: start failed: " + e.getMessage() + "\n" + cluster.tails());
@@ -286,9 +352,10 @@ public final class RingSession implements AutoCloseable {
             return QueryRow.NONE;
         }
         if (!hitsTheQuery(fault)) {
-            return new QueryRow("none", true, 0, 0, 0, 0, 0, 0, 0, 0, 0, "not run under " + fault + ": its relay carries only its own reader's READs");
+            return QueryRow.notRun("none", "not run under " + fault + ": its relay carries only its own reader's READs");
         }
-        RingDriver.Reports before = rdma.report(cluster.workers, Duration.ofMinutes(2));
+        RingDriver.Reports before = warmQueryReport();
+        Map<String, ProcessResources> baseline = resources(before);
         StringBuilder detail = new StringBuilder();
         long[] healed = {0};
         String moment = fault == Fault.KILL_DATANODE ? "RING-READING" : "RING-REDUCING";
@@ -310,9 +377,14 @@ public final class RingSession implements AutoCloseable {
         if (!ok) {
             detail.append(" result ").append(r).append(" against the baseline ").append(sortQuery);
         }
-        return new QueryRow(QUERY, ok, r.millis(), r.millis() - cleanQuery.millis(), recovered, delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
-                delta(before, after, "hdfs.client.fallbacks"), r.stageResubmits(), delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS),
-                lostAndDuplicated[0], lostAndDuplicated[1], detail.toString().trim());
+        long fallbacks = delta(before, after, ShuffleMetrics.FALLBACK_FETCH);
+        long blocks = delta(before, after, ShuffleMetrics.FETCH_RDMA_BLOCKS);
+        boolean executorsLost = !after.executors().keySet().containsAll(before.executors().keySet());
+        // the same settle as the shuffle's: what the query's HDFS reads and shuffles held comes back too
+        Settled settled = settle(baseline);
+        return new QueryRow(QUERY, ok, r.millis(), r.millis() - cleanQuery.millis(), recovered, fallbacks, delta(before, after, "hdfs.client.fallbacks"),
+                r.stageResubmits(), blocks, lostAndDuplicated[0], lostAndDuplicated[1], detail.toString().trim(), r.remoteBlocks(),
+                rdmaBlocksNote(blocks, fallbacks, r, executorsLost), settled.millis, settled.resources, settled.leaks);
     }
 
     /** Whether {@code fault} can hit the TPC-DS query (FLIP_READ_PAYLOAD's relay sits in front of its own reader only). */
@@ -348,13 +420,20 @@ public final class RingSession implements AutoCloseable {
         RingProcess stale = fault == Fault.REPLACE_EXECUTOR ? cluster.staleReader(1) : null;
         RingProcess[] flip = fault == Fault.FLIP_READ_PAYLOAD ? cluster.flipReaders(1, FLIP_EVERY, FLIP_MAX) : null;
         String[] staleReads = {""};
+        boolean flap = fault == Fault.ALL_LINKS_FLAP_1S;
+        RingDriver.Workload workload = flap ? FLAP_WORKLOAD : WORKLOAD;
+        RingDriver.Result sortRun = flap ? sortFlap : sortBaseline;
+        RingDriver.Result cleanRun = flap ? cleanFlap : clean;
+        long[] cut = {0, 0}; // the flap's links down and up again, epoch microseconds
         RingDriver.Result r;
         try {
-            r = rdma.shuffle(name, WORKLOAD, () -> {
+            r = rdma.shuffle(name, workload, () -> {
                 if (stale != null) {
                     staleReads[0] = replaceExecutor(before, stale, detail);
                 } else if (flip != null) {
                     staleReads[0] = flipReadPayloads(before, flip);
+                } else if (flap) {
+                    flapWhileReading(detail, cut);
                 } else {
                     inject(fault, detail);
                 }
@@ -370,16 +449,19 @@ public final class RingSession implements AutoCloseable {
         }
         long recovered = (System.nanoTime() - healed[0]) / 1_000_000;
         RingDriver.Reports after = rdma.report(cluster.workers, Duration.ofMinutes(3));
-        boolean ok = r.equalsExpected() && r.hash().equals(sortBaseline.hash()) && r.count() == sortBaseline.count();
+        boolean ok = r.equalsExpected() && r.hash().equals(sortRun.hash()) && r.count() == sortRun.count();
         if (r.failed()) {
             detail.append(" the job failed: ").append(r.failure());
         }
         if (!ok) {
-            detail.append(" result ").append(r).append(" against the baseline ").append(sortBaseline);
+            detail.append(" result ").append(r).append(" against the baseline ").append(sortRun);
+        }
+        if (flap) {
+            staleReads[0] = storm(before, after, cut[0], cut[1]);
         }
         int replaced = (int) after.executors().keySet().stream().filter(id -> !before.executors().containsKey(id)).count();
         Settled settled = settle(baseline);
-        return new Row(fault, ok, detail.toString().trim(), r.millis(), r.millis() - clean.millis(), recovered,
+        return new Row(fault, ok, detail.toString().trim(), r.millis(), r.millis() - cleanRun.millis(), recovered,
                 deltaMatching(before, after, "_to_suspect"), delta(before, after, "rdma.reconnects"),
                 delta(before, after, ShuffleMetrics.FALLBACK_FETCH),
                 RingDriver.number(after.driver(), ShuffleMetrics.FALLBACK_SHUFFLE) - RingDriver.number(before.driver(), ShuffleMetrics.FALLBACK_SHUFFLE),
@@ -401,6 +483,37 @@ public final class RingSession implements AutoCloseable {
             }
             report = rdma.report(cluster.workers, Duration.ofMinutes(2));
             warmExecutors = Set.copyOf(report.executors().keySet());
+        }
+        return report;
+    }
+
+    /** The executors (by id) and the running DataNodes (by pid) of the ring now. */
+    private Set<String> queryParticipants(RingDriver.Reports report) {
+        Set<String> out = new java.util.TreeSet<>(report.executors().keySet());
+        for (int w = 1; w <= cluster.dataNodes.size(); w++) {
+            RingProcess dn = cluster.dataNodes.get(w - 1);
+            if (dn.isAlive()) {
+                out.add("datanode " + w + " pid " + dn.pid());
+            }
+        }
+        return out;
+    }
+
+    /**
+     * The executors' reports once every executor and DataNode has run or served the TPC-DS query: after a fault replaced
+     * an executor or restarted a DataNode, a clean run of the query first, so that the executor's HDFS client (node,
+     * pool, threads) and the DataNode's transport threads (a lane's thread starts with its first channel) exist before
+     * the baseline is measured.
+     */
+    private RingDriver.Reports warmQueryReport() {
+        RingDriver.Reports report = rdma.report(cluster.workers, Duration.ofMinutes(2));
+        if (!queryParticipants(report).equals(queryWarm)) {
+            RingDriver.QueryResult warm = rdma.query(QUERY, TPCDS_BASE, queryOut(cluster, "warm"), TABLES, null, null, JOB_DEADLINE);
+            if (!warm.equalsBaseline(sortQuery)) {
+                throw new IllegalStateException("the clean run of " + QUERY + " after a replaced executor gave " + warm + "\n" + cluster.tails());
+            }
+            report = rdma.report(cluster.workers, Duration.ofMinutes(2));
+            queryWarm = queryParticipants(report);
         }
         return report;
     }
@@ -446,6 +559,10 @@ public final class RingSession implements AutoCloseable {
         long started = System.nanoTime();
         long end = started + SETTLE.toNanos();
         String waitedFor = "";
+        Map<String, Integer> warmRdmaThreads = new HashMap<>(); // by role: the most a process of it held at the baseline
+        for (ProcessResources b : baseline.values()) {
+            warmRdmaThreads.merge(b.role(), b.rdmaThreads(), Math::max);
+        }
         while (true) {
             Map<String, ProcessResources> now = resources(rdma.report(cluster.workers, Duration.ofMinutes(2)));
             List<String> changes = new ArrayList<>();
@@ -457,7 +574,7 @@ public final class RingSession implements AutoCloseable {
                     continue;
                 }
                 changes.add(e.getValue().change(b));
-                String leak = e.getValue().leaksAgainst(b);
+                String leak = e.getValue().leaksAgainst(b, warmRdmaThreads.getOrDefault(b.role(), 0));
                 if (!leak.isEmpty()) {
                     leaks.add(e.getKey() + " (pid " + b.pid() + "): " + leak);
                 }
@@ -503,9 +620,25 @@ public final class RingSession implements AutoCloseable {
         return sum;
     }
 
+    /**
+     * The bytes an executor holds registered for work: all it registered, less its pools' idle chunks (a pool's
+     * registered bytes above its in-use bytes). A pool keeps the chunks it grew to as its working set (bounded by
+     * {@code pool.capacity}), and which executor reaches a new working set depends on where Spark runs the reducers
+     * (one q3 ran 22 of its reduce tasks on the executor that had run 1 before, and its pool grew a chunk, all of it idle
+     * after); a buffer not given back stays in use and still counts.
+     */
     private static long registered(Map<String, String> report) {
-        return report.entrySet().stream().filter(e -> e.getKey().endsWith(".registeredBytes")).mapToLong(e -> RingDriver.number(report, e.getKey()))
-                .sum();
+        long registered = 0;
+        for (Map.Entry<String, String> e : report.entrySet()) {
+            if (e.getKey().endsWith(".registeredBytes")) {
+                registered += RingDriver.number(report, e.getKey());
+                String pool = e.getKey().substring(0, e.getKey().length() - ".registeredBytes".length());
+                if (pool.startsWith("rdma.pool.") && report.containsKey(pool + ".inUseBytes")) {
+                    registered -= RingDriver.number(report, e.getKey()) - RingDriver.number(report, pool + ".inUseBytes");
+                }
+            }
+        }
+        return registered;
     }
 
     private void inject(Fault fault, StringBuilder detail) {
@@ -603,6 +736,94 @@ public final class RingSession implements AutoCloseable {
             throw new IllegalStateException("no executor runs on host " + host);
         }
         return executors.get(0);
+    }
+
+    /** How long the flap waits for READs going on on every worker host before it cuts anyway (and the case fails). */
+    static final Duration READS_EVIDENCE_DEADLINE = Duration.ofMinutes(1);
+    /** Polls in a row in which READ responses arrived on every worker host: READs going on, not one task's first burst. */
+    static final int READS_EVIDENCE_POLLS = 3;
+
+    /**
+     * ALL_LINKS_FLAP_1S on the shuffle: once READ responses are arriving on every worker host (its executor's sockets
+     * to other executors' RDMA port received bytes in {@link #READS_EVIDENCE_POLLS} polls in a row, from {@code ss}),
+     * every link goes down for 1 s. {@code cut} gets the moments the links went down and came up (epoch microseconds).
+     */
+    private void flapWhileReading(StringBuilder detail, long[] cut) {
+        List<Integer> workers = new ArrayList<>();
+        for (int h = 1; h < ring.hosts(); h++) {
+            workers.add(h);
+        }
+        long started = System.nanoTime();
+        long end = started + READS_EVIDENCE_DEADLINE.toNanos();
+        Map<Integer, Long> last = new java.util.HashMap<>();
+        Map<Integer, Integer> streak = new java.util.HashMap<>();
+        int polls = 0;
+        boolean evidence = false;
+        while (!evidence && System.nanoTime() < end) {
+            polls++;
+            for (int h : workers) {
+                long received = readResponseBytes(h);
+                Long before = last.put(h, received);
+                streak.put(h, before != null && received > before ? streak.getOrDefault(h, 0) + 1 : 0);
+            }
+            evidence = workers.stream().allMatch(h -> streak.get(h) >= READS_EVIDENCE_POLLS);
+            if (!evidence) {
+                pause(50); // the poll's period
+            }
+        }
+        detail.append(evidence ? String.format(Locale.ROOT, "cut once READ responses arrived on hosts %s in %d polls in a row (%d ms, %d polls"
+                + " after the reduce stage was submitted)", workers, READS_EVIDENCE_POLLS, (System.nanoTime() - started) / 1_000_000, polls)
+                : "NO EVIDENCE of READs going on on hosts " + workers + " within " + READS_EVIDENCE_DEADLINE.toSeconds() + " s: cut anyway");
+        List<Integer> all = new ArrayList<>(workers);
+        all.add(0, 0);
+        cut[0] = epochMicros();
+        all.forEach(ring::linkDown);
+        try {
+            pause(1_000); // the fault's length itself
+        } finally {
+            all.forEach(ring::linkUp);
+            cut[1] = epochMicros();
+        }
+    }
+
+    /** Bytes {@code host}'s sockets to executors' RDMA port have received (READ responses, LOCATE answers), from {@code ss -i}. */
+    private long readResponseBytes(int host) {
+        String out = ring.exec(host, "ss", "-Htin", "state", "established", "dport", "=", ":" + RingCluster.RDMA_PORT);
+        long sum = 0;
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("bytes_received:(\\d+)").matcher(out);
+        while (m.find()) {
+            sum += Long.parseLong(m.group(1));
+        }
+        return sum;
+    }
+
+    static long epochMicros() {
+        java.time.Instant now = java.time.Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+    }
+
+    /**
+     * The flap's reconnect storm from the executors' reports ({@link ReconnectStorm}), and what each executor that lived
+     * through it did: reconnected, fell back, or neither (the case then fails: the flap did not reach it).
+     */
+    private String storm(RingDriver.Reports before, RingDriver.Reports after, long cutMicros, long upMicros) {
+        Map<String, String> attempts = new java.util.TreeMap<>();
+        List<String> neither = new ArrayList<>();
+        for (Map.Entry<String, Map<String, String>> e : after.executors().entrySet()) {
+            Map<String, String> b = before.executors().get(e.getKey());
+            String name = "executor " + e.getKey();
+            attempts.put(name, e.getValue().getOrDefault("rdma.reconnect.attempts", ""));
+            if (b == null) {
+                continue;
+            }
+            long reconnects = RingDriver.number(e.getValue(), "rdma.reconnects") - RingDriver.number(b, "rdma.reconnects");
+            long fallbacks = RingDriver.number(e.getValue(), ShuffleMetrics.FALLBACK_FETCH) - RingDriver.number(b, ShuffleMetrics.FALLBACK_FETCH);
+            if (reconnects <= 0 && fallbacks <= 0) {
+                neither.add(name);
+            }
+        }
+        ReconnectStorm storm = ReconnectStorm.of(cutMicros, upMicros, attempts);
+        return storm.describe() + "; neither reconnected nor fell back: " + neither + "; jitter applied: " + storm.jitterApplied();
     }
 
     private void linkDown(List<Integer> hosts, long millis) {

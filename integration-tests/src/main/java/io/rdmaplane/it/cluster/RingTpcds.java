@@ -28,10 +28,11 @@ import org.apache.spark.sql.SparkSession;
  * {@code BASE} (a path of the default filesystem: the ring's HDFS); prints {@code RING-TPCDS-WRITTEN millis=..}.</li>
  * <li>{@code tpcds-query NAME BASE OUT TABLE...}: runs TPC-DS query NAME over the tables under {@code BASE} (their
  * views registered once per application), writes its rows, sorted, to the local file {@code OUT} and prints
- * {@code RING-TPCDS-RESULT NAME rows=.. hash=.. millis=.. remoteBlocks=.. remoteBytes=.. inputBytes=..}: the row
- * count, an order-free hash of the rows (a lost or duplicated row changes count or hash), the job time and what
- * Spark's task metrics counted for the query's jobs (shuffle blocks fetched from other executors, bytes read from the
- * filesystem); {@code RING-FAILED NAME why} when it fails. While it runs, {@link RingJob}'s listener announces
+ * {@code RING-TPCDS-RESULT NAME rows=.. hash=.. millis=.. remoteBlocks=.. remoteBytes=.. inputBytes=.. localBlocks=..
+ * readers=EXECUTOR:TASKS,..}: the row count, an order-free hash of the rows (a lost or duplicated row changes count or
+ * hash), the job time and what Spark's task metrics counted for the query's jobs (shuffle blocks fetched from other
+ * executors, bytes read from the filesystem, shuffle blocks read from the task's own executor, and the tasks that read
+ * shuffle blocks by the executor that ran them); {@code RING-FAILED NAME why} when it fails. While it runs, {@link RingJob}'s listener announces
  * {@code RING-READING NAME} (its first task done: the scans read the filesystem) and {@code RING-REDUCING NAME} (its
  * first stage reading shuffle output submitted): the moments the ring injects a fault.</li>
  * </ul>
@@ -39,6 +40,8 @@ import org.apache.spark.sql.SparkSession;
 final class RingTpcds {
     private static final Set<String> VIEWS = ConcurrentHashMap.newKeySet();
     private static final Map<String, long[]> METRICS = new ConcurrentHashMap<>();
+    /** Per job group: the successful tasks that read shuffle blocks, by the executor that ran them. */
+    private static final Map<String, Map<String, Integer>> READERS = new ConcurrentHashMap<>();
     private static final Set<Integer> ENDED = ConcurrentHashMap.newKeySet();
     /** The job group of each stage submitted (its job's local properties). */
     private static final Map<Integer, String> GROUPS = new ConcurrentHashMap<>();
@@ -89,8 +92,10 @@ final class RingTpcds {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+        String readers = new java.util.TreeMap<>(READERS.getOrDefault(group, Map.of())).entrySet().stream()
+                .map(e -> e.getKey() + ":" + e.getValue()).collect(java.util.stream.Collectors.joining(","));
         RingJob.say("RING-TPCDS-RESULT " + name + " rows=" + rows.size() + " hash=" + Long.toHexString(hash) + " millis=" + millis + " remoteBlocks=" + m[0]
-                + " remoteBytes=" + m[1] + " inputBytes=" + m[2]);
+                + " remoteBytes=" + m[1] + " inputBytes=" + m[2] + " localBlocks=" + m[3] + " readers=" + (readers.isEmpty() ? "none" : readers));
     }
 
     /**
@@ -114,7 +119,7 @@ final class RingTpcds {
                 }
             }
         }
-        long[] m = METRICS.getOrDefault(group, new long[3]);
+        long[] m = METRICS.getOrDefault(group, new long[4]);
         synchronized (m) {
             return m.clone();
         }
@@ -131,11 +136,15 @@ final class RingTpcds {
                     if (t == null || g == null) {
                         return;
                     }
-                    long[] m = METRICS.computeIfAbsent(g, k -> new long[3]);
+                    long[] m = METRICS.computeIfAbsent(g, k -> new long[4]);
                     synchronized (m) {
                         m[0] += t.shuffleReadMetrics().remoteBlocksFetched();
                         m[1] += t.shuffleReadMetrics().remoteBytesRead();
                         m[2] += t.inputMetrics().bytesRead();
+                        m[3] += t.shuffleReadMetrics().localBlocksFetched();
+                    }
+                    if (end.taskInfo().successful() && t.shuffleReadMetrics().totalBlocksFetched() > 0) {
+                        READERS.computeIfAbsent(g, k -> new ConcurrentHashMap<>()).merge(end.taskInfo().executorId(), 1, Integer::sum);
                     }
                 }
 

@@ -11,7 +11,7 @@ import java.util.Random;
  * The soak command: one host ring, then {@code rounds} rounds of a randomly chosen fault ({@link RingSession.Fault}),
  * each hitting the shuffle and then the TPC-DS query over HDFS, until the rounds or {@code minutes} run out; a row per round and the summary line
  * {@code soak: R rounds, F faults, L lost, D duplicated, J failed jobs, K rounds leaked} (a round leaks when a process's
- * descriptors, rdma-* threads or registered bytes stay above their baseline once settled). Exits 1 unless all four are
+ * descriptors, rdma-* threads or registered bytes stay above their baseline once settled, after the shuffle or after the query). Exits 1 unless all four are
  * 0, 2 when the ring cannot be built here.
  */
 public final class Soak {
@@ -86,7 +86,7 @@ public final class Soak {
             if (!row.ok() || !row.query().ok()) {
                 failed++;
             }
-            if (!row.leaks().isEmpty()) {
+            if (!row.leaks().isEmpty() || !row.query().leaks().isEmpty()) {
                 leaked++;
             }
         }

@@ -32,8 +32,36 @@ import org.apache.spark.sql.types.StructType;
 public final class TpcdsTables {
     /** The smallest scale the generator accepts (Trino's "tiny"): store_sales ~120k rows, date_dim 73k. */
     public static final double SCALE = 0.01;
+    /** The queries the TPC-DS runs compare (local-cluster and the Soft-RoCE VM's ring). */
+    public static final List<String> QUERIES = List.of("q3", "q19", "q42", "q52", "q55");
+    /** The tables of {@link #QUERIES} (q7 is left out: customer_demographics has 1.9M rows at any scale). */
+    public static final List<String> TABLES = List.of("store_sales", "date_dim", "item", "customer", "customer_address", "store");
 
     private TpcdsTables() {
+    }
+
+    /**
+     * Writes {@link #TABLES} as Parquet under {@code args[0]} with a local Spark (no cluster), then the file
+     * {@code COMPLETE} there: the tables the Soft-RoCE VM's ring puts into its HDFS, generated on the host because the
+     * emulated guest would take longer than its whole CI budget.
+     */
+    public static void main(String[] args) throws IOException {
+        if (args.length != 1) {
+            System.err.println("usage: TpcdsTables OUT_DIR");
+            System.exit(2);
+        }
+        java.nio.file.Path out = java.nio.file.Path.of(args[0]).toAbsolutePath();
+        long t0 = System.nanoTime();
+        SparkSession spark = SparkSession.builder().master("local[2]").appName("tpcds-tables").config("spark.ui.enabled", "false")
+                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate();
+        try {
+            writeParquet(spark, out.toUri().toString(), TABLES);
+        } finally {
+            spark.stop();
+        }
+        java.nio.file.Files.writeString(out.resolve("COMPLETE"), TABLES + " at scale " + SCALE + "\n");
+        System.out.printf("tpcds-tables: %s at scale %s written as Parquet under %s in %.1f s%n", TABLES, SCALE, out,
+                (System.nanoTime() - t0) / 1e9);
     }
 
     /** The Spark type of a generator column type. */

@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
@@ -37,7 +38,8 @@ class HostRingTest {
             Skip.now("no host ring: " + e.getMessage());
             return;
         }
-        session = RingSession.start(lines, Path.of("target/ring"), Duration.ofMinutes(20));
+        // every process of the ring is killed at this limit: the whole class, with its q3 settles, takes 25 min on a loaded 2-core machine
+        session = RingSession.start(lines, Path.of("target/ring"), Duration.ofMinutes(45));
     }
 
     private static final List<RingSession.Row> ROWS = new ArrayList<>();
@@ -55,7 +57,9 @@ class HostRingTest {
      * Runs {@code fault}; its output equals the baseline's, nothing lost or duplicated, the job did not fail, and once
      * settled every executor and DataNode that lived through it holds no more open descriptors, rdma-* threads and
      * registered bytes than before it. Then the same fault hits the TPC-DS query over HDFS: its rows equal the
-     * baseline's (sort shuffle, stock HDFS reader), none lost or duplicated, the query did not fail.
+     * baseline's (sort shuffle, stock HDFS reader), none lost or duplicated, the query did not fail, its RDMA block
+     * count is explained (remote blocks went over RDMA or fell back, or there were none), and the same settle holds
+     * after it.
      */
     private static RingSession.Row assertRecovers(RingSession.Fault fault) {
         RingSession.Row row = session.run(fault);
@@ -70,6 +74,9 @@ class HostRingTest {
             assertEquals(0, row.query().lost(), row.line());
             assertEquals(0, row.query().duplicated(), row.line());
             assertTrue(row.query().ok(), row.line() + "\n" + session.cluster.tails());
+            assertTrue(!row.query().rdmaBlocksNote().startsWith("UNEXPLAINED"), row.line());
+            assertEquals("", row.query().leaks(), "resources did not return to their baseline within " + RingSession.SETTLE.toSeconds()
+                    + " s after the query:\n" + row.line());
         }
         return row;
     }
@@ -142,10 +149,32 @@ class HostRingTest {
         assertRecovers(RingSession.Fault.KILL_DATANODE);
     }
 
+    /**
+     * Besides recovering: the links were cut while READs went on on every worker host, every executor reconnected or
+     * fell back, and the reconnect storm shows the jitter applied: at least 2 processes reconnected, their first attempts
+     * after the cut did not all start at the same instant, and the delays their backoff planned differ. This is not a
+     * timing assertion: no duration is compared with a limit. Without jitter every process plans exactly the backoff's
+     * base for its first attempt, whatever the machine's speed; with it, two equal draws (to the microsecond) are a one
+     * in tens of thousands chance. So the check holds on any machine, fast or loaded, and fails only when the jitter is
+     * not applied (or the flap reached fewer than 2 processes). When the harness saw no READs going on on every worker
+     * host, the storm part is reported as skipped (the recovery is still asserted).
+     */
     @Test
     @Order(14)
     void allLinksFlap1s() {
-        assertRecovers(RingSession.Fault.ALL_LINKS_FLAP_1S);
+        RingSession.Row row = assertRecovers(RingSession.Fault.ALL_LINKS_FLAP_1S);
+        String storm = row.staleReads();
+        // On a quiet machine the paced reducers' READs can come in bursts too short for the harness's polls of ss to see
+        // them on every host in a row (CI at 1fb65bc: no evidence within 60 s, the flap then reached no channel); the
+        // storm is then not there to check, and the case says so as a skip, after its recovery was checked above.
+        Assumptions.assumeTrue(row.detail().contains("cut once READ responses arrived"),
+                "NOT CHECKED: the reconnect storm (no READs seen going on on every worker host, so the flap reached no"
+                        + " channel); only the recovery was: " + row.line());
+        assertTrue(storm.contains("neither reconnected nor fell back: []"), "every executor reconnected or fell back: " + row.line());
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("(\\d+) process\\(es\\) reconnected").matcher(storm);
+        assertTrue(m.find(), storm);
+        assertTrue(Integer.parseInt(m.group(1)) >= 2, "at least 2 processes reconnected: " + row.line());
+        assertTrue(storm.endsWith("jitter applied: true"), "the reconnect attempts show the jitter: " + row.line());
     }
 
     @Test

@@ -619,6 +619,46 @@ class HdfsRdmaReadTest {
         assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "read over TCP");
     }
 
+    /**
+     * A READ key the DataNode's provider refuses is asked for again with the block token, at most twice (README,
+     * "Who may READ"), then the block is read over TCP. The DataNode's node hands out every peer key with an rkey it
+     * never made, so the READ and the READs after both new grants are refused. (That a refused key granted anew is
+     * READ is RdmaBlockStoreClientTest's, where the READs' keys are spoiled on the reader: here a new grant may hand
+     * out the same spoiled key again while the server has yet to see its channel close.) The DataNode is stopped
+     * after, so no later test writes to it.
+     */
+    @Test
+    void aRefusedKeyIsGrantedAgainAtMostTwiceThenTheBlockIsReadOverTcp() throws Exception {
+        int maxRegrants = 2;
+        org.apache.hadoop.conf.Configuration faulty = new org.apache.hadoop.conf.Configuration(hdfs.cluster.getConfiguration(0));
+        faulty.set("dfs.datanode.rdma.provider", FaultyProvider.NAME);
+        String spoil = FaultyProvider.PREFIX + FaultyProvider.GRANT_UNKNOWN_KEYS;
+        System.setProperty(spoil, String.valueOf(Integer.MAX_VALUE)); // read when the node is made: this DataNode's only
+        try {
+            hdfs.cluster.startDataNodes(faulty, 1, true, null, null);
+            hdfs.cluster.waitActive();
+        } finally {
+            System.clearProperty(spoil);
+        }
+        int index = hdfs.cluster.getDataNodes().size() - 1;
+        DataNode refusing = hdfs.cluster.getDataNodes().get(index);
+        try {
+            byte[] expected = HdfsCluster.bytes(7000, 7100);
+            hdfs.write("/keys-refused", expected, 1, refusing);
+            long regrants = counter("hdfs.client.regrants");
+            long refused = counter("hdfs.client.fallback.KEY_REFUSED");
+            long rdmaBytes = counter("hdfs.client.rdma.bytes");
+            try (FSDataInputStream in = hdfs.rdma.open(new Path("/keys-refused"))) {
+                assertArrayEquals(expected, HdfsCluster.readAll(in, 4096));
+            }
+            assertEquals(maxRegrants, counter("hdfs.client.regrants") - regrants, "two new grants, no more");
+            assertEquals(1, counter("hdfs.client.fallback.KEY_REFUSED") - refused, "then the block went over TCP");
+            assertEquals(rdmaBytes, counter("hdfs.client.rdma.bytes"), "no byte of it over RDMA");
+        } finally {
+            hdfs.cluster.stopDataNode(index);
+        }
+    }
+
     @Test
     void idleRegionsAreReleased() throws Exception {
         try (FSDataInputStream in = hdfs.rdma.open(new Path("/f" + HdfsCluster.BLOCK))) {

@@ -118,7 +118,7 @@ class ShadedPluginJarTest {
         int natives = 0;
         try (URLClassLoader isolated = PluginJarChecks.isolatedLoader("shaded-natives", jar, provided)) {
             for (String name : List.of("provider.verbs.impl.NativeCm", "provider.verbs.impl.NativeMw",
-                    "provider.verbs.impl.NativeMemory", "provider.verbs.impl.NativeMapping")) {
+                    "provider.verbs.impl.NativeMemory", "provider.verbs.impl.NativeMapping", "provider.verbs.impl.NativePost")) {
                 Class<?> type = Class.forName(ShadedJarProbe.RELOCATED + name, false, isolated);
                 for (java.lang.reflect.Method m : type.getDeclaredMethods()) {
                     if (java.lang.reflect.Modifier.isNative(m.getModifiers())) {

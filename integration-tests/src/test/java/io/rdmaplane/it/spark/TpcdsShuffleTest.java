@@ -36,9 +36,8 @@ import org.junit.jupiter.params.provider.MethodSource;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class TpcdsShuffleTest {
-    /** The tables of the queries below (q7 is left out: customer_demographics has 1.9M rows at any scale). */
-    static final List<String> TABLES = List.of("store_sales", "date_dim", "item", "customer", "customer_address", "store");
-    static final List<String> QUERIES = List.of("q3", "q19", "q42", "q52", "q55");
+    static final List<String> TABLES = TpcdsTables.TABLES;
+    static final List<String> QUERIES = TpcdsTables.QUERIES;
 
     private final Map<String, List<String>> baseline = new HashMap<>();
     private Path dir;

@@ -5,6 +5,7 @@ import io.rdmaplane.rdma.format.ArrowBlock;
 import io.rdmaplane.rdma.format.CorruptBlockException;
 import io.rdmaplane.rdma.memory.RegisteredBuffer;
 import io.rdmaplane.rdma.memory.RegisteredMemoryPool;
+import io.rdmaplane.rdma.policy.KeyRefusedException;
 import io.rdmaplane.rdma.policy.PeerConnection;
 import io.rdmaplane.rdma.policy.PolicyClient;
 import io.rdmaplane.rdma.provider.Access;
@@ -64,7 +65,8 @@ import org.slf4j.LoggerFactory;
  * asked for, and handed to the listener as a {@link ManagedBuffer} over the payload.
  *
  * <p>Any per-block failure (no address for the executor, LOCATE failed, block not served, no
- * registered buffer, READ failed after the policy's retries or its checksum, a decode that throws
+ * registered buffer, READ failed after the policy's retries or its checksum, a READ key still refused after
+ * {@value #MAX_REGRANTS} LOCATEs again, a decode that throws
  * anything or an identity mismatch, a block id that is not of this shuffle, or Spark asking for a
  * download to disk)
  * sends that block to Spark's own client with the same listener: the failed blocks of one
@@ -79,6 +81,8 @@ import org.slf4j.LoggerFactory;
 public final class RdmaBlockStoreClient extends BlockStoreClient {
     private static final Logger LOG = LoggerFactory.getLogger(RdmaBlockStoreClient.class);
     private static final AtomicInteger IDS = new AtomicInteger();
+    /** LOCATEs again of one block whose READ key was refused, before it falls back. */
+    static final int MAX_REGRANTS = 2;
 
     private final PolicyClient policy;
     private final RegisteredMemoryPool pool;
@@ -287,7 +291,7 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
                         if (location instanceof LocateProtocol.Inline inline) {
                             deliverInline(call, index, refs[index], inline.block());
                         } else {
-                            read(call, index, refs[index], (LocateProtocol.Read) location, located.peer);
+                            read(call, index, refs[index], (LocateProtocol.Read) location, located.peer, 0);
                         }
                     });
                     fatal = fatal == null ? thrown : fatal;
@@ -301,8 +305,11 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
         }
     }
 
-    /** Puts the block's header and trailer into one landing buffer and READs its payload between them: the Arrow block. */
-    private void read(Call call, int index, BlockRef ref, LocateProtocol.Read location, PeerConnection peer) {
+    /**
+     * Puts the block's header and trailer into one landing buffer and READs its payload between them: the Arrow block.
+     * {@code regrants}: how many times this block was LOCATEd again because a READ's key was refused.
+     */
+    private void read(Call call, int index, BlockRef ref, LocateProtocol.Read location, PeerConnection peer, int regrants) {
         if (closed) {
             call.fail(index, "the task's RDMA client is closed", false);
             return;
@@ -334,11 +341,31 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
             return;
         }
         reads[0].whenComplete((v, ignored) -> {
-            VirtualMachineError fatal = guarded(call, index, () -> landed(call, index, ref, length, landing, reads));
+            VirtualMachineError fatal = guarded(call, index, () -> landed(call, index, ref, length, landing, reads, peer, regrants));
             if (fatal != null) {
                 throw fatal;
             }
         });
+    }
+
+    /** The block's READ key was refused: LOCATE it again (a new grant, in the current session) and READ it with that. */
+    private void regrant(Call call, int index, BlockRef ref, PeerConnection peer, int regrants) {
+        locatePart(peer, List.of(ref)).whenComplete((blocks, error) -> run(() -> {
+            VirtualMachineError fatal = guarded(call, index, () -> {
+                LocateProtocol.Location location = error == null ? blocks.get(ref) : null;
+                if (location instanceof LocateProtocol.Read read) {
+                    read(call, index, ref, read, peer, regrants);
+                } else if (location instanceof LocateProtocol.Inline inline) {
+                    deliverInline(call, index, ref, inline.block());
+                } else {
+                    call.fail(index, "its READ key was refused and the LOCATE again " + (error != null ? "failed: "
+                            + describe(error) : "does not READ it: " + location), true);
+                }
+            });
+            if (fatal != null) {
+                throw fatal;
+            }
+        }));
     }
 
     /** Delivers a block that came whole in the LOCATE answer, its payload CRC32C-checked (no READ verified it). */
@@ -369,8 +396,14 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
         call.succeed(index, buffer);
     }
 
-    /** On the completion of a block's last READ: delivers it, or fails it if a READ failed. */
-    private void landed(Call call, int index, BlockRef ref, int blockLength, Landing landing, CompletableFuture<?>[] reads) {
+    /**
+     * On the completion of a block's last READ: delivers it, or fails it if a READ failed. A READ whose key was refused
+     * (its grant went with an ended session, or with an earlier data channel where keys do) is not a failure yet: the
+     * block is LOCATEd again, in the connection's current session, and READ with the new descriptor, up to
+     * {@value #MAX_REGRANTS} times; then it falls back, saying why.
+     */
+    private void landed(Call call, int index, BlockRef ref, int blockLength, Landing landing, CompletableFuture<?>[] reads,
+                        PeerConnection peer, int regrants) {
         Throwable error = null;
         for (CompletableFuture<?> read : reads) {
             if (read.isCompletedExceptionally()) {
@@ -380,7 +413,13 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
         }
         if (error != null) {
             landing.free();
-            call.fail(index, "READ of " + call.blockIds[index] + " failed: " + describe(error), true);
+            boolean refused = unwrap(error) instanceof KeyRefusedException;
+            if (refused && regrants < MAX_REGRANTS && !closed) {
+                regrant(call, index, ref, peer, regrants + 1);
+            } else {
+                call.fail(index, "READ of " + call.blockIds[index] + " failed" + (refused ? " (its key was refused, also after "
+                        + regrants + " new LOCATEs)" : "") + ": " + describe(error), true);
+            }
         } else {
             deliver(call, index, ref, blockLength, landing);
         }
@@ -473,11 +512,16 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
     }
 
     private static String describe(Throwable e) {
+        Throwable cause = unwrap(e);
+        return cause.getClass().getSimpleName() + ": " + cause.getMessage();
+    }
+
+    private static Throwable unwrap(Throwable e) {
         Throwable cause = e;
         while ((cause instanceof CompletionException || cause instanceof ExecutionException) && cause.getCause() != null) {
             cause = cause.getCause();
         }
-        return cause.getClass().getSimpleName() + ": " + cause.getMessage();
+        return cause;
     }
 
     // ---------------------------------------------------------------- one fetchBlocks call

@@ -39,8 +39,10 @@ import org.slf4j.LoggerFactory;
  *     to copies for good; or {@code mapFiles} false): one copy per map output in regions of its own,
  *     a segment one piece, the memory recycled after a quarantine. Registered for grants
  *     ({@link Node#registerForGrants}): on verbs with memory windows each reducer READs a copy through a
- *     window bound to its own QP; a file mapping cannot be (see {@link #keyBinding}).</li>
+ *     window over its block's bytes only, bound to its own QP; a file mapping cannot be (see {@link #keyBinding}).</li>
  * </ul>
+ * On tcp every LOCATE grant, of either kind, is a key of its own over the block's bytes, READ on the
+ * reducer's data channel only.
  * Either way a map output costs its registrations once per map task (not per IO), exposes exactly
  * its segments (REMOTE_READ only), and {@link #removeShuffle} deregisters it: a later READ fails
  * with REMOTE_ACCESS_ERROR.

@@ -20,9 +20,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The serving side of one executor: a {@link PolicyServer} on its data node that answers LOCATE
- * requests from a {@link MapOutputStore}, granting the located regions to the asking peer (the
- * provider serves a peer's READs of its grants only) and handing out the grant's key (on verbs, a
- * memory window bound to that peer's data QP where the memory allows one, {@link MapOutputStore#keyBinding}). Each block is answered with its Arrow
+ * requests from a {@link MapOutputStore}, granting each located block's payload bytes (not the rest of
+ * its map output) to the asking peer's session and handing out the grant's key (on tcp a key of its own
+ * for that range and the peer's data channel; on verbs a memory window over the range bound to that
+ * peer's data QP where the memory allows one, {@link MapOutputStore#keyBinding}). Each block is answered with its Arrow
  * framing and the remote block of its payload (one READ), or, below the inline threshold, as the
  * whole block in the answer (no READ), within {@link LocateProtocol#MAX_RESPONSE_BYTES}: blocks
  * beyond that are DEFERRED, and the reader asks again. A malformed request
@@ -83,6 +84,11 @@ public final class ShuffleBlockServer implements AutoCloseable {
         return server.grants(peer);
     }
 
+    /** What LOCATE granted {@code peer} in its live session (null without one). */
+    public ReadGrants grantsInSession(UUID peer) {
+        return server.grantsInSession(peer);
+    }
+
     /** Where reducers reach this server (valid after {@link #start()}). */
     public InetSocketAddress address() {
         return node.localAddress();
@@ -126,20 +132,22 @@ public final class ShuffleBlockServer implements AutoCloseable {
         }
         for (int i = 0; i < answer.size(); i++) {
             if (answer.get(i) instanceof LocateProtocol.Read read) {
-                // The asking peer READs these, and no other peer by their keys: the key handed out is the grant's
-                // (on verbs a memory window bound to this peer's data QP, for memory registered for grants; else
-                // the region's rkey, which tcp checks against this peer's grants). A grant goes when its region
-                // is deregistered (the shuffle unregistered), not only when the peer is forgotten.
+                // The asking peer READs this block's bytes, nothing else of the map output, and no other peer by
+                // their key: the key handed out is the grant's, over the block's payload range only, bound to this
+                // peer's data channel (tcp: a key of its own, checked per READ; verbs: a memory window over the
+                // range bound to the data QP, for memory registered for grants; a mapped output there keeps the
+                // region's rkey). A grant goes when its region is deregistered (the shuffle unregistered), not only
+                // when the peer is forgotten.
+                RemoteBlock p = read.payload();
                 int key;
                 try {
-                    key = peer.grant(blocks[i].region(), Long.MAX_VALUE);
+                    key = peer.grant(blocks[i].region(), p.address(), p.length(), Long.MAX_VALUE);
                 } catch (IllegalStateException e) { // no key to make (e.g. the device's windows ran out)
                     LOG.warn("shuffle {}: block {} not served over RDMA to {}: {}", decoded.shuffleId(), refs.get(i),
                             peer.address(), e.getMessage());
                     answer.set(i, LocateProtocol.NOT_SERVED); // the reader fetches it from Spark's own server
                     continue;
                 }
-                RemoteBlock p = read.payload();
                 answer.set(i, new LocateProtocol.Read(read.header(), new RemoteBlock(p.address(), key, p.length(), p.crc32c()),
                         read.trailer()));
             }

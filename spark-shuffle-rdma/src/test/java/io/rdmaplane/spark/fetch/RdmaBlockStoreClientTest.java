@@ -25,6 +25,7 @@ import io.rdmaplane.rdma.provider.tcp.TcpProvider;
 import io.rdmaplane.rdma.provider.faulty.FaultyNode;
 import io.rdmaplane.rdma.testing.HostileSchema;
 import io.rdmaplane.rdma.testing.Polling;
+import io.rdmaplane.spark.LogCapture;
 import io.rdmaplane.spark.ShuffleFixture;
 import io.rdmaplane.spark.ShuffleFixture.Executor;
 import io.rdmaplane.spark.ShuffleMetrics;
@@ -420,6 +421,82 @@ class RdmaBlockStoreClientTest {
         assertEquals(List.of(fromB.get(1)), fallback.blocks(), "only the twice-corrupted block fell back");
         assertEquals(1, metrics.fallbackFetch().getCount());
         assertTrue(metrics.count("rdma.checksum.failures") >= 3, "the corruptions were caught by CRC32C");
+        awaitPoolIdle();
+    }
+
+    @Test
+    void testReadsWithTheKeysOfAnEndedSessionLocateAgainAndArriveOverRdma() throws Exception {
+        RecordingListener listener = new RecordingListener(false);
+        List<String> fromB = ids(b);
+        try (RdmaBlockStoreClient client = client(both())) {
+            fetch(client, b, fromB.subList(0, 1), listener); // LOCATEs every block of the task on b: their keys, in this session
+            listener.awaitSettled(1);
+            long locates = metrics.locateRequests().getCount();
+            // The control channel breaks: its session ends on b, and with it every key b granted in it.
+            readerNode.cutConnections(io.rdmaplane.rdma.provider.Lane.CONTROL);
+            io.rdmaplane.rdma.policy.PeerConnection peer = policy.peer(b.server.address());
+            Polling.waitUntil(() -> peer.state(io.rdmaplane.rdma.policy.TrafficClass.CONTROL)
+                    == io.rdmaplane.rdma.policy.ChannelState.READY && peer.state(io.rdmaplane.rdma.policy.TrafficClass.DATA)
+                    == io.rdmaplane.rdma.policy.ChannelState.READY && metrics.count("rdma.reconnects") >= 2,
+                    Duration.ofSeconds(30), "both channels to b rebuilt in a new session");
+            fetch(client, b, fromB.subList(1, fromB.size()), listener); // the cached descriptors' keys are refused
+            listener.awaitSettled(fromB.size());
+            assertTrue(metrics.locateRequests().getCount() > locates, "the refused blocks were LOCATEd again");
+        }
+        assertReceivedExactly(listener, fromB);
+        assertEquals(List.of(), fallback.blocks(), "nothing fell back: new grants READ every block");
+        assertEquals(fromB.size(), metrics.fetchRdmaBlocks().getCount());
+        awaitPoolIdle();
+    }
+
+    @Test
+    void testAKeyRefusedAgainAfterEveryNewLocateFallsBackAfterMaxRegrants() throws Exception {
+        RecordingListener listener = new RecordingListener(false);
+        List<String> fromB = ids(b);
+        try (LogCapture log = new LogCapture(RdmaBlockStoreClient.class);
+             RdmaBlockStoreClient client = client(both())) {
+            fetch(client, b, fromB.subList(0, 1), listener); // LOCATEs every block of the task on b
+            listener.awaitSettled(1);
+            long locates = b.locatesAnswered.get();
+            readerNode.refuseReads(Integer.MAX_VALUE); // b refuses every key from now on, also freshly granted ones
+            fetch(client, b, fromB.subList(1, 2), listener);
+            listener.awaitSettled(2);
+            readerNode.refuseReads(0);
+            assertEquals(RdmaBlockStoreClient.MAX_REGRANTS, b.locatesAnswered.get() - locates,
+                    "each refused READ but the last LOCATEd its block again, and no more often");
+            // b refused the first READ; a later one may end refused before it reaches b (posted on a connection it
+            // outlived, with the keys of an earlier one: PeerChannel fails such work at once), which counts the same.
+            int refused = readerNode.readsRefused();
+            assertTrue(refused >= 1 && refused <= RdmaBlockStoreClient.MAX_REGRANTS + 1, "READs b refused: " + refused);
+            assertEquals(List.of(fromB.get(1)), fallback.blocks(), "the block whose key b kept refusing fell back");
+            assertTrue(log.lines("WARN").stream().anyMatch(l -> l.contains(fromB.get(1)) && l.contains("its key was refused,"
+                    + " also after " + RdmaBlockStoreClient.MAX_REGRANTS + " new LOCATEs")), "the fallback says why: " + log.lines("WARN"));
+            fetch(client, b, fromB.subList(2, fromB.size()), listener); // the peer still serves the rest over RDMA
+            listener.awaitSettled(fromB.size());
+        }
+        assertReceivedExactly(listener, fromB);
+        assertEquals(fromB.size() - 1, metrics.fetchRdmaBlocks().getCount());
+        awaitPoolIdle();
+    }
+
+    @Test
+    void testAKeyRefusedOnceIsGrantedAnewAndArrivesOverRdma() throws Exception {
+        RecordingListener listener = new RecordingListener(false);
+        List<String> fromB = ids(b);
+        try (RdmaBlockStoreClient client = client(both())) {
+            fetch(client, b, fromB.subList(0, 1), listener);
+            listener.awaitSettled(1);
+            long locates = b.locatesAnswered.get();
+            readerNode.refuseReads(1); // b refuses the next block's READ, and no other
+            fetch(client, b, fromB.subList(1, 2), listener);
+            listener.awaitSettled(2);
+            assertEquals(1, readerNode.readsRefused());
+            long again = b.locatesAnswered.get() - locates;
+            assertTrue(again >= 1 && again <= RdmaBlockStoreClient.MAX_REGRANTS, "new LOCATEs of the refused block: " + again);
+        }
+        assertReceivedExactly(listener, fromB.subList(0, 2));
+        assertEquals(List.of(), fallback.blocks(), "a new grant READ the block");
+        assertEquals(2, metrics.fetchRdmaBlocks().getCount());
         awaitPoolIdle();
     }
 

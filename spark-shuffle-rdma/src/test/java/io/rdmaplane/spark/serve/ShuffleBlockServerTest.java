@@ -153,7 +153,7 @@ class ShuffleBlockServerTest {
         for (boolean mapFiles : new boolean[] {true, false}) {
             try (Served served = new Served(mapFiles, 0, LocateProtocol.MAX_RESPONSE_BYTES, LENGTHS)) {
                 List<Location> answer = served.locate(all(LENGTHS));
-                var grants = served.server.grants(reader.instance(served.server.address()));
+                var grants = served.server.grantsInSession(reader.instance(served.server.address())); // LOCATE grants per session
                 assertTrue(grants.size() > 0, "the LOCATE granted its regions to the reader");
                 assertInstanceOf(LocateProtocol.Read.class, answer.get(3));
                 served.store.removeShuffle(SHUFFLE); // its regions are deregistered; the reader stays connected

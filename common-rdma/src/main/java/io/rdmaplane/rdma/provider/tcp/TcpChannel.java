@@ -127,6 +127,8 @@ final class TcpChannel extends AbstractChannel {
     private boolean readPaused;
     // When the peer last took bytes of ours, or we had none for it: loop thread only.
     private long lastDrained = System.nanoTime();
+    /** Keys bound to this channel (guarded by this): unbound when it closes (TcpKey#channelClosed), to be bound again elsewhere. */
+    private final java.util.Set<TcpKey> keys = new java.util.HashSet<>();
 
     TcpChannel(TcpNode node, TcpLoop loop, Lane lane, SocketChannel socket, int queueDepth, ChannelHandler handler,
                CompletableFuture<Channel> connected) {
@@ -459,6 +461,23 @@ final class TcpChannel extends AbstractChannel {
         }
     }
 
+    /** Keeps {@code key} bound here until this channel closes; false (nothing kept) if it is closed already. */
+    synchronized boolean bound(TcpKey key) {
+        if (state == State.CLOSED) {
+            return false;
+        }
+        keys.add(key);
+        return true;
+    }
+
+    synchronized void unbind(TcpKey key) {
+        keys.remove(key);
+    }
+
+    TcpNode node() {
+        return node;
+    }
+
     private void serveRead(long id, long address, int rkey, int length) {
         Status status = Status.SUCCESS;
         TcpRegion region = null;
@@ -466,9 +485,15 @@ final class TcpChannel extends AbstractChannel {
         if (length < 1 || length > MAX_READ_BYTES) {
             status = Status.REMOTE_INVALID_REQUEST;
         } else {
-            region = node.region(rkey);
+            TcpKey key = node.key(rkey);
+            String refusal = key == null ? null : key.refusal(this, address, length);
+            region = key != null ? key.region() : node.region(rkey);
             offset = region == null ? -1 : region.offsetOf(address, length);
-            if (!permitsRemoteRead(rkey)) {
+            if (refusal != null) {
+                status = Status.REMOTE_ACCESS_ERROR;
+                LOG.debug("{}: refused READ from {} of {} bytes at 0x{} with {}: {}", node.name(), remoteAddress(), length,
+                        Long.toHexString(address), key, refusal);
+            } else if (!permitsRemoteRead(rkey)) {
                 status = Status.REMOTE_ACCESS_ERROR;
                 LOG.debug("{}: refused READ from {} of rkey {}: not permitted on this channel", node.name(), remoteAddress(),
                         Integer.toHexString(rkey));
@@ -737,12 +762,16 @@ final class TcpChannel extends AbstractChannel {
      * A null cause is an orderly local close: ops end FLUSHED and the handler hears null.
      */
     void terminate(TransportException cause, long culprit, Status others) {
+        List<TcpKey> bound;
         synchronized (this) {
             if (state == State.CLOSED) {
                 return;
             }
             state = State.CLOSED;
+            bound = List.copyOf(keys);
+            keys.clear();
         }
+        bound.forEach(k -> k.channelClosed(this));
         if (key != null) {
             key.cancel();
         }

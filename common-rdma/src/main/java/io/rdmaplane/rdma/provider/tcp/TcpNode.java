@@ -9,6 +9,7 @@ import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeArguments;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.PeerKey;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.io.IOException;
@@ -57,6 +58,8 @@ public final class TcpNode implements Node {
     private final TcpLoop controlLoop;
     private final TcpLoop bulkLoop;
     private final Map<Integer, TcpRegion> regions = new ConcurrentHashMap<>();
+    /** Keys of grants ({@link #peerKey}); their rkeys and the regions' are drawn apart (under the regions lock). */
+    private final Map<Integer, TcpKey> keys = new ConcurrentHashMap<>();
     private final AtomicLong registrations = new AtomicLong();
     private volatile boolean closed;
     private volatile InetSocketAddress localAddress;
@@ -109,13 +112,63 @@ public final class TcpNode implements Node {
             do {
                 address = (LOWEST_PAGE + (KEYS.nextLong() >>> 1) % PAGES) * PAGE;
             } while (overlaps(address, memory.capacity()));
-            do {
-                int rkey = KEYS.nextInt();
-                region = rkey == 0 ? null : new TcpRegion(this, memory, address, rkey, Set.copyOf(access));
-            } while (region == null || regions.putIfAbsent(region.rkey(), region) != null);
+            region = new TcpRegion(this, memory, address, freshRkey(), Set.copyOf(access));
+            regions.put(region.rkey(), region);
         }
         registrations.incrementAndGet();
         return region;
+    }
+
+    /** An rkey neither a region nor a key has, from the CSPRNG; holds the regions lock. */
+    private int freshRkey() {
+        int rkey;
+        do {
+            rkey = KEYS.nextInt();
+        } while (rkey == 0 || regions.containsKey(rkey) || keys.containsKey(rkey));
+        return rkey;
+    }
+
+    /**
+     * A key of its own for one grant of [address, address + length) of a region of this node
+     * ({@link TcpKey}), whether or not it was registered for grants: tcp checks every READ, so every
+     * region can be granted by range and channel. The region's own rkey keeps working where the
+     * channel's handler permits it ({@link io.rdmaplane.rdma.provider.ChannelHandler#permitsRemoteRead}).
+     */
+    @Override
+    public PeerKey peerKey(MemoryRegion region, long address, int length) throws TransportException {
+        NodeArguments.checkKeyRange(region, address, length);
+        if (!(region instanceof TcpRegion tcp) || tcp.node() != this) {
+            throw new IllegalArgumentException(region + " is no region of " + name);
+        }
+        TcpKey key;
+        synchronized (regions) {
+            key = new TcpKey(tcp, freshRkey(), address, length);
+            keys.put(key.rkey(), key);
+        }
+        if (!tcp.keep(key)) {
+            key.revoke(); // deregistered meanwhile: the key READs nothing
+        }
+        return key;
+    }
+
+    @Override
+    public String keyBinding() {
+        return "per grant (a key of its own per peer and byte range, from a CSPRNG, READ only on the channel it was bound"
+                + " to; checked by the provider on every READ)";
+    }
+
+    /** The live key with this rkey, or null. */
+    TcpKey key(int rkey) {
+        return keys.get(rkey);
+    }
+
+    void forget(TcpKey key) {
+        keys.remove(key.rkey(), key);
+    }
+
+    /** Keys made so far and not revoked; for tests. */
+    int liveKeys() {
+        return keys.size();
     }
 
     /** Whether [address, address + length) comes within a page of a registered region. */

@@ -4,6 +4,7 @@ import io.rdmaplane.rdma.provider.AbstractMemoryRegion;
 import io.rdmaplane.rdma.provider.Access;
 import java.nio.ByteBuffer;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -18,6 +19,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 final class TcpRegion extends AbstractMemoryRegion {
     private final TcpNode node;
     private final AtomicInteger writers = new AtomicInteger();
+    /** Keys of grants of this region (TcpKey), revoked with it. */
+    private final Set<TcpKey> keys = ConcurrentHashMap.newKeySet();
 
     TcpRegion(TcpNode node, ByteBuffer memory, long address, int rkey, Set<Access> access) {
         super(memory, address, rkey, access);
@@ -26,6 +29,20 @@ final class TcpRegion extends AbstractMemoryRegion {
 
     TcpNode node() {
         return node;
+    }
+
+    /** Revokes {@code key} with this region; false if the region is deregistered already. */
+    boolean keep(TcpKey key) {
+        keys.add(key);
+        if (isValid()) {
+            return true;
+        }
+        keys.remove(key);
+        return false;
+    }
+
+    void forget(TcpKey key) {
+        keys.remove(key);
     }
 
     /** The bytes at [offset, offset + length) of this region; the caller has checked bounds. */
@@ -62,6 +79,10 @@ final class TcpRegion extends AbstractMemoryRegion {
     @Override
     protected void revoke() {
         node.forget(this);
+        for (TcpKey key : keys) {
+            key.revoke();
+        }
+        keys.clear();
         // A write from this memory may be in a system call on a loop thread of the node right now: it is
         // short and never blocks (non-blocking socket), so wait for it rather than let it send
         // bytes the caller is about to overwrite. A loop thread itself never holds a pin here.

@@ -153,8 +153,9 @@ final class FaultyChannel implements Channel {
         CompletableFuture<Void> done = new CompletableFuture<>();
         outstanding.incrementAndGet();
         CompletableFuture<Void> posted;
+        boolean flipped = node.refusesReads();
         try {
-            posted = inner.read(remoteAddress, rkey, length, local, localOffset);
+            posted = inner.read(remoteAddress, flipped ? ~rkey : rkey, length, local, localOffset);
         } catch (RuntimeException e) {
             outstanding.decrementAndGet();
             throw e;
@@ -164,6 +165,10 @@ final class FaultyChannel implements Channel {
             return done;
         }
         posted.whenComplete((ok, error) -> {
+            Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+            if (flipped && cause instanceof TransportException t && t.status() == Status.REMOTE_ACCESS_ERROR) {
+                node.refused();
+            }
             if (error == null && node.takeReadToCorrupt()) {
                 int at = localOffset + length / 2;
                 local.buffer().put(at, (byte) (local.buffer().get(at) ^ 0x10));

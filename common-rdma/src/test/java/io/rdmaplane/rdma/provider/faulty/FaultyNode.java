@@ -9,6 +9,7 @@ import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
+import io.rdmaplane.rdma.provider.PeerKey;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import java.net.InetSocketAddress;
@@ -34,6 +35,11 @@ import org.slf4j.LoggerFactory;
  * so saturated that nothing completes and every answer waits behind bulk data;</li>
  * <li>{@link #corruptReads(int)} and {@link #corruptSends(int)}: one bit flipped in what lands here
  * or leaves here, as corruption on the wire;</li>
+ * <li>{@link #refuseReads(int)}: READs go out with a key the peer never granted, and the peer's own
+ * provider refuses them (and closes the channel, as it does), as a key revoked at the peer;</li>
+ * <li>{@link #grantUnknownKeys(int)}: the keys this node makes for peers go out with an rkey its own
+ * provider never made, so it refuses the peers' READs with them, as a key revoked between its grant
+ * and the READ;</li>
  * <li>{@link #closeAfterRequests(int)}: the node closes itself after answering so many requests, as
  * a host dying mid-job;</li>
  * <li>{@link #dieAfterRequests(int)}: likewise, but as a transport thread dying of an Error:
@@ -49,6 +55,9 @@ public final class FaultyNode implements Node {
     private final java.util.Map<FaultyChannel, Lane> lanes = new ConcurrentHashMap<>();
     private final AtomicInteger readsToCorrupt = new AtomicInteger();
     private final AtomicInteger sendsToCorrupt = new AtomicInteger();
+    private final AtomicInteger readsToRefuse = new AtomicInteger();
+    private final AtomicInteger readsRefused = new AtomicInteger();
+    private final AtomicInteger keysToSpoil = new AtomicInteger();
     private final AtomicInteger requests = new AtomicInteger();
     private final AtomicInteger registrationsTried = new AtomicInteger();
     private volatile boolean registrationsFail;
@@ -130,6 +139,30 @@ public final class FaultyNode implements Node {
         readsToCorrupt.set(reads);
     }
 
+    /**
+     * READs this node posts carry their key with every bit flipped (one the peer never granted, so the peer
+     * refuses them as it refuses a revoked or forged key) until the peer has refused {@code reads} of them. A
+     * READ with a flipped key that a closing channel flushed before the peer saw it is not counted: re-issued,
+     * it goes out flipped again.
+     */
+    public void refuseReads(int reads) {
+        readsToRefuse.set(reads);
+    }
+
+    /** READs with a flipped key that the peer refused so far (see {@link #refuseReads}). */
+    public int readsRefused() {
+        return readsRefused.get();
+    }
+
+    /**
+     * The next {@code keys} keys this node makes for peers ({@link #peerKey}) hand out their rkey with every
+     * bit flipped, one this node's provider never made: it refuses every READ with it. Such a key does not
+     * outlive its channel, so a grant after the refusal makes a new one.
+     */
+    public void grantUnknownKeys(int keys) {
+        keysToSpoil.set(keys);
+    }
+
     /** Flips one bit in each of the next {@code messages} messages this node sends. */
     public void corruptSends(int messages) {
         sendsToCorrupt.set(messages);
@@ -170,6 +203,16 @@ public final class FaultyNode implements Node {
 
     boolean takeReadToCorrupt() {
         return readsToCorrupt.get() > 0 && readsToCorrupt.getAndDecrement() > 0;
+    }
+
+    boolean refusesReads() {
+        return readsToRefuse.get() > 0;
+    }
+
+    /** The peer refused a READ this node sent with a flipped key. */
+    void refused() {
+        readsToRefuse.decrementAndGet();
+        readsRefused.incrementAndGet();
     }
 
     boolean takeSendToCorrupt() {
@@ -224,8 +267,37 @@ public final class FaultyNode implements Node {
     }
 
     @Override
-    public io.rdmaplane.rdma.provider.PeerKey peerKey(MemoryRegion region) throws TransportException {
-        return inner.peerKey(region);
+    public PeerKey peerKey(MemoryRegion region, long address, int length) throws TransportException {
+        PeerKey key = inner.peerKey(region, address, length);
+        if (keysToSpoil.get() <= 0 || keysToSpoil.getAndDecrement() <= 0) {
+            return key;
+        }
+        return new PeerKey() {
+            @Override
+            public int rkey() {
+                return ~key.rkey();
+            }
+
+            @Override
+            public boolean boundToPeer() {
+                return key.boundToPeer();
+            }
+
+            @Override
+            public CompletableFuture<Void> bindTo(Channel channel) {
+                return key.bindTo(channel);
+            }
+
+            @Override
+            public void revoke() {
+                key.revoke();
+            }
+
+            @Override
+            public String toString() {
+                return key + " handed out as rkey " + Integer.toHexString(~key.rkey()) + " (fault injection)";
+            }
+        };
     }
 
     @Override

@@ -27,7 +27,9 @@ import org.slf4j.LoggerFactory;
  * <li>{@code rdmaplane.faults.[<id>.]}{@value #CLOSE_AFTER_REQUESTS}{@code =N}: see
  * {@link FaultyNode#closeAfterRequests};</li>
  * <li>{@code rdmaplane.faults.[<id>.]}{@value #DIE_AFTER_REQUESTS}{@code =N}: see
- * {@link FaultyNode#dieAfterRequests}.</li>
+ * {@link FaultyNode#dieAfterRequests};</li>
+ * <li>{@code rdmaplane.faults.[<id>.]}{@value #GRANT_UNKNOWN_KEYS}{@code =N}: see
+ * {@link FaultyNode#grantUnknownKeys}.</li>
  * </ul>
  */
 public final class FaultyProvider implements TransportProvider {
@@ -38,6 +40,7 @@ public final class FaultyProvider implements TransportProvider {
     public static final String CORRUPT_READS = "corruptReads";
     public static final String CLOSE_AFTER_REQUESTS = "closeAfterRequests";
     public static final String DIE_AFTER_REQUESTS = "dieAfterRequests";
+    public static final String GRANT_UNKNOWN_KEYS = "grantUnknownKeys";
     private static final Logger LOG = LoggerFactory.getLogger(FaultyProvider.class);
 
     private final String over;
@@ -109,6 +112,12 @@ public final class FaultyProvider implements TransportProvider {
             node.closeAfterRequests(requests);
             LOG.error("########## TEST FAULT HOOK ARMED: {} closes after answering {} requests ({}) ##########",
                     node, requests, prefix + CLOSE_AFTER_REQUESTS);
+        }
+        int spoiled = count(prefix + GRANT_UNKNOWN_KEYS);
+        if (spoiled > 0) {
+            node.grantUnknownKeys(spoiled);
+            LOG.error("########## TEST FAULT HOOK ARMED: {} hands out its next {} peer keys with an rkey it never made ({}) ##########",
+                    node, spoiled, prefix + GRANT_UNKNOWN_KEYS);
         }
         int dies = count(prefix + DIE_AFTER_REQUESTS);
         if (dies > 0) {

@@ -34,6 +34,15 @@ class VerbsConformanceTest extends ProviderConformanceSuite {
         return options(System.getenv("RDMA_VM_ADDR_B"));
     }
 
+    /**
+     * Soft-RoCE checks a memory window's READ against the window's MR, not the window (seen on 7.2: the
+     * MR's first bytes, outside the window, were served with the window's rkey): not asserted here.
+     */
+    @Override
+    protected boolean enforcesKeyRanges() {
+        return false;
+    }
+
     /** 2 MiB of backlog: rxe moves a few MB/s under TCG, and the operation timeout is 10 s. */
     @Override
     protected int backlogReadBytes() {

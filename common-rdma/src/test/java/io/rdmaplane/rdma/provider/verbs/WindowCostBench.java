@@ -63,7 +63,7 @@ public final class WindowCostBench {
                     + verdict(other, plain, plain.rkey(), landing));
 
             MemoryRegion windowed = server.registerForGrants(seeded(bytes));
-            PeerKey key = server.peerKey(windowed);
+            PeerKey key = server.peerKey(windowed, windowed.address(), windowed.length());
             key.bindTo(firstAtServer).get(WAIT, TimeUnit.SECONDS);
             System.out.println("mw-bind: READ with a window bound to the peer's QP, by that peer: "
                     + verdict(first, windowed, key.rkey(), landing));
@@ -84,7 +84,7 @@ public final class WindowCostBench {
                 int n = round == 0 ? Math.max(10, iterations / 10) : iterations;
                 long t0 = System.nanoTime();
                 for (int i = 0; i < n; i++) {
-                    PeerKey k = server.peerKey(windowed);
+                    PeerKey k = server.peerKey(windowed, windowed.address(), windowed.length());
                     k.bindTo(firstAtServer).get(WAIT, TimeUnit.SECONDS);
                     k.revoke();
                 }
@@ -108,7 +108,7 @@ public final class WindowCostBench {
             throws Exception {
         Channel mine = client.connect(server.localAddress(), 16, new ChannelHandler() { }).get(WAIT, TimeUnit.SECONDS);
         Channel atServer = accepted.poll(WAIT, TimeUnit.SECONDS);
-        PeerKey key = server.peerKey(windowed);
+        PeerKey key = server.peerKey(windowed, windowed.address(), windowed.length());
         key.bindTo(atServer).get(WAIT, TimeUnit.SECONDS);
         mine.close();
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT);

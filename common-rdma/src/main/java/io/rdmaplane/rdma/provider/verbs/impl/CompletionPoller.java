@@ -14,34 +14,67 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One of a verbs node's completion threads: polls one lane's CQ and hands every work completion
- * to its channel (the channel id is in the wr_id). Event-driven by default: it sleeps on the
- * completion channel (ibv_req_notify_cq + ibv_get_cq_event) and drains the CQ on each event,
- * then keeps polling for {@link VerbsOptions#completionSpinMicros()} after the last completion
- * before it arms the channel and sleeps again: a READ posted from a completion callback (or by
- * a caller waiting on the one before) completes within the spin and pays no event wake-up, the
- * seeds' "busy-poll on the latency path, events when idle". Busy-polling instead trades a core
- * for latency. It stops once the node is closed; if it fails, it closes the node.
+ * to its channel (the channel id is in the wr_id), draining every available completion per turn in
+ * batches of {@value #POLL_BATCH}. Three modes ({@link VerbsOptions.Completion}):
+ * <ul>
+ * <li>event: it sleeps on the completion channel (ibv_req_notify_cq + ibv_get_cq_event) and drains
+ * the CQ on each event, then keeps polling for {@link VerbsOptions#completionSpinMicros()} after the
+ * last completion before it arms the channel and sleeps again;
+ * <li>poll: it busy-polls, trading a core for latency;
+ * <li>hybrid: threads waiting for a READ poll the CQ themselves and this thread only sleeps, drains
+ * and arms, handing the CQ over through {@link CqPolling}, which also guards every poll.
+ * </ul>
+ * It stops once the node is closed; if it fails (or a waiter's poll fails), it closes the node.
  */
 final class CompletionPoller {
     private static final Logger LOG = LoggerFactory.getLogger(CompletionPoller.class);
-    /** Longest sleep on the completion channel before the closed flag is looked at again. */
-    private static final int CQ_WAIT_MS = 100;
     private static final int POLL_BATCH = 32;
 
     private final VerbsNode node;
     private final IbvCQ cq;
     private final IbvCompChannel completionChannel;
-    private final boolean busyPoll;
+    private final VerbsOptions.Completion mode;
     private final long spinNanos;
+    private final IbvWC[] wcs = new IbvWC[POLL_BATCH];
+    private final SVCPollCq poll;
+    private final SVCReqNotify arm;
+    /** Who polls the CQ; in hybrid mode waiting callers take turns with this thread. */
+    final CqPolling polling;
     private final Thread thread;
+    /** The channel of the last completion: most completions in a row are one channel's, found without a map look-up. */
+    private VerbsChannel lastChannel;
 
-    CompletionPoller(VerbsNode node, IbvCQ cq, IbvCompChannel completionChannel, boolean busyPoll, int spinMicros,
-                     String suffix) {
+    CompletionPoller(VerbsNode node, IbvCQ cq, IbvCompChannel completionChannel, VerbsOptions.Completion mode,
+                     VerbsOptions options, String suffix) throws IOException {
         this.node = node;
         this.cq = cq;
         this.completionChannel = completionChannel;
-        this.busyPoll = busyPoll;
-        this.spinNanos = spinMicros * 1000L;
+        this.mode = mode;
+        this.spinNanos = CqPolling.micros(options.completionSpinMicros());
+        for (int i = 0; i < wcs.length; i++) {
+            wcs[i] = new IbvWC();
+        }
+        SVCPollCq pollCall = cq.poll(wcs, wcs.length);
+        SVCReqNotify armCall;
+        try {
+            armCall = cq.reqNotification(false);
+        } catch (IOException | RuntimeException e) {
+            pollCall.free();
+            throw e;
+        }
+        this.poll = pollCall;
+        this.arm = armCall;
+        this.polling = new CqPolling(new CqPolling.Cq() {
+            @Override
+            public int drain() throws IOException {
+                return CompletionPoller.this.drain();
+            }
+
+            @Override
+            public void arm() throws IOException {
+                arm.execute();
+            }
+        }, CqPolling.micros(options.hybridSpinMicros()), System::nanoTime);
         this.thread = new Thread(this::run, node.name() + suffix);
         thread.setDaemon(true);
     }
@@ -54,44 +87,57 @@ final class CompletionPoller {
         return thread;
     }
 
+    /** Whether waiting callers poll this CQ themselves. */
+    boolean hybrid() {
+        return mode == VerbsOptions.Completion.HYBRID;
+    }
+
+    /**
+     * Frees the stateful verb calls, once this thread has stopped: first no waiter polls any more
+     * ({@link CqPolling#shutdown()}, which waits for one that is delivering).
+     */
+    void free() {
+        polling.shutdown();
+        poll.free();
+        arm.free();
+    }
+
     private void run() {
-        IbvWC[] wcs = new IbvWC[POLL_BATCH];
-        for (int i = 0; i < wcs.length; i++) {
-            wcs[i] = new IbvWC();
-        }
-        SVCPollCq poll = null;
-        SVCReqNotify arm = null;
         int unacked = 0;
         try {
-            poll = cq.poll(wcs, wcs.length);
-            if (busyPoll) {
+            if (mode == VerbsOptions.Completion.POLL) {
                 while (!node.isClosed()) {
-                    if (drain(poll, wcs) == 0) {
+                    if (drain() == 0) {
                         Thread.onSpinWait();
                     }
                 }
-            } else {
-                arm = cq.reqNotification(false);
-                settle(poll, wcs, arm);
+            } else if (mode == VerbsOptions.Completion.HYBRID) {
+                int waitMs = polling.completionTurn(false);
                 while (!node.isClosed()) {
-                    if (!completionChannel.getCqEvent(cq, CQ_WAIT_MS)) {
+                    boolean event = completionChannel.getCqEvent(cq, waitMs);
+                    if (event && ++unacked >= 256) {
+                        cq.ackEvents(unacked);
+                        unacked = 0;
+                    }
+                    if (!node.isClosed()) {
+                        waitMs = polling.completionTurn(event);
+                    }
+                }
+            } else {
+                settle();
+                while (!node.isClosed()) {
+                    if (!completionChannel.getCqEvent(cq, CqPolling.ARMED_WAKE_MS)) {
                         continue; // timeout: look at the closed flag again
                     }
                     if (++unacked >= 256) {
                         cq.ackEvents(unacked);
                         unacked = 0;
                     }
-                    settle(poll, wcs, arm);
+                    settle();
                 }
             }
         } catch (Throwable t) {
-            if (!node.isClosed()) {
-                LOG.error("{}: completion thread failed; closing the node", node.name(), t);
-                node.failed(t);
-                Thread closer = new Thread(node::close, node.name() + "-closer");
-                closer.setDaemon(true);
-                closer.start();
-            }
+            failed(t);
         } finally {
             try {
                 if (unacked > 0) {
@@ -100,12 +146,17 @@ final class CompletionPoller {
             } catch (IOException | RuntimeException e) {
                 LOG.debug("ibv_ack_cq_events failed", e);
             }
-            if (poll != null) {
-                poll.free();
-            }
-            if (arm != null) {
-                arm.free();
-            }
+        }
+    }
+
+    /** The CQ broke (a poll or an arm failed, on this thread or a waiter's): the node closes. */
+    void failed(Throwable t) {
+        if (!node.isClosed()) {
+            LOG.error("{}: polling the completion queue failed; closing the node", node.name(), t);
+            node.failed(t);
+            Thread closer = new Thread(node::close, node.name() + "-closer");
+            closer.setDaemon(true);
+            closer.start();
         }
     }
 
@@ -114,11 +165,11 @@ final class CompletionPoller {
      * channel; a completion that came between the last poll and the arm is drained (and spun after)
      * too, so none waits for an event that will not come.
      */
-    private void settle(SVCPollCq poll, IbvWC[] wcs, SVCReqNotify arm) throws IOException {
+    private void settle() throws IOException {
         do {
             long idleSince = System.nanoTime();
             while (true) {
-                int n = drain(poll, wcs);
+                int n = drain();
                 long now = System.nanoTime();
                 if (n > 0) {
                     idleSince = now;
@@ -129,20 +180,25 @@ final class CompletionPoller {
                 }
             }
             arm.execute();
-        } while (drain(poll, wcs) > 0 && !node.isClosed());
+        } while (drain() > 0 && !node.isClosed());
     }
 
-    /** Polls until the CQ is empty; returns the number of completions handled. */
-    private int drain(SVCPollCq poll, IbvWC[] wcs) throws IOException {
+    /** Polls until the CQ is empty; returns the number of completions handled. One thread at a time (see CqPolling). */
+    private int drain() throws IOException {
         int total = 0;
         while (true) {
             int n = poll.execute().getPolls();
             for (int i = 0; i < n; i++) {
                 IbvWC wc = wcs[i];
                 long wrId = wc.getWr_id();
-                VerbsChannel channel = node.channel(VerbsChannel.channelOf(wrId));
-                if (channel == null) {
-                    continue; // a completion of a QP already destroyed
+                int id = VerbsChannel.channelOf(wrId);
+                VerbsChannel channel = lastChannel;
+                if (channel == null || channel.id != id || channel.forgotten) {
+                    channel = node.channel(id);
+                    if (channel == null) {
+                        continue; // a completion of a QP already destroyed
+                    }
+                    lastChannel = channel;
                 }
                 try {
                     channel.onCompletion(wrId, wc.getStatus(), wc.getByte_len());

@@ -35,7 +35,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One RC queue pair, connected with RDMA-CM. Any thread may post; completions arrive on the
- * completion thread of the channel's lane, connection events on the node's CM thread. One lock (this) guards the
+ * completion thread of the channel's lane, or in hybrid mode on a thread waiting for a READ of that
+ * lane (one thread at a time, in CQ order: {@link CqPolling}), connection events on the node's CM thread. One lock (this) guards the
  * work-request slots, the stateful verb calls (DiSNI's serialized work requests, reused for
  * every post) and the state; futures and handler callbacks run outside it.
  *
@@ -46,7 +47,8 @@ import org.slf4j.LoggerFactory;
  * completes on it, and nothing the acceptor sends can overtake it.
  *
  * <p><b>Large READs.</b> A READ longer than the node's READ piece ({@link VerbsOptions#readPieceBytes()},
- * 256 KiB by default) is posted as several work requests over consecutive ranges, each signaled
+ * 256 KiB by default) is posted as several work requests over consecutive ranges, chained in one
+ * ibv_post_send (one doorbell), each signaled
  * (progress for the operation timeout); an RC send queue completes in order, so the op
  * completes with its last piece, and an error on any piece fails it. Soft-RoCE needs this: it
  * answers a READ in one burst of packets, and past about a thousand packets (1 MiB at RoCE MTU
@@ -107,6 +109,8 @@ final class VerbsChannel extends AbstractChannel {
     private static final Op CONTROL = new Op(Kind.CONTROL, null, null, 0);
 
     private final VerbsNode node;
+    /** The poller of this channel's lane: READ waiters poll the CQ through it in hybrid mode. */
+    private final CompletionPoller poller;
     final int id;
     /** The lane: which of the node's CQs (and completion threads) this QP's completions go to. */
     final Lane lane;
@@ -124,7 +128,6 @@ final class VerbsChannel extends AbstractChannel {
     private ByteBuffer slab;
     private IbvMr slabMr;
     private SVCPostRecv[] receives;
-    private SVCPostSend readCall;
     private SVCPostSend sendCall;
     private final Op[] ops;
     private final int[] freeSlots;
@@ -146,6 +149,8 @@ final class VerbsChannel extends AbstractChannel {
 
     // ---- read by any thread
     private volatile int outstanding;
+    /** Set when the node forgets this channel (its QP destroyed): completions no longer go to it. */
+    volatile boolean forgotten;
 
     /** What this end's connect carries (connecting end only; set before the CM thread connects). */
     volatile ConnectRequest connectRequest = ConnectRequest.OPEN;
@@ -163,6 +168,7 @@ final class VerbsChannel extends AbstractChannel {
         this.node = node;
         this.id = id;
         this.lane = lane;
+        this.poller = node.poller(lane);
         this.receiveBuffers = node.receiveBuffers(queueDepth);
         this.recvSlotBytes = Frames.align(node.options.maxMessageSize() + Frames.HEADER);
         this.creditThreshold = Math.max(2, receiveBuffers / 4);
@@ -253,7 +259,6 @@ final class VerbsChannel extends AbstractChannel {
             wr.setNum_sge(1);
             receives[i] = qp.postRecv(List.of(wr), null);
         }
-        readCall = qp.postSend(List.of(work(IbvSendWR.IBV_WR_RDMA_READ)), null);
         sendCall = qp.postSend(List.of(work(IbvSendWR.IBV_WR_SEND)), null);
         for (SVCPostRecv receive : receives) {
             receive.execute();
@@ -361,7 +366,7 @@ final class VerbsChannel extends AbstractChannel {
             windows.add(window);
             int rc;
             try {
-                rc = NativeMw.postBind(qp, window.handle(), region.mr(), region.address(), region.length(), window.rkey(),
+                rc = NativeMw.postBind(qp, window.handle(), region.mr(), window.address(), window.length(), window.rkey(),
                         wrId(slot, false));
             } catch (IOException | RuntimeException e) {
                 lastPostError = e;
@@ -375,10 +380,14 @@ final class VerbsChannel extends AbstractChannel {
         }
     }
 
+    /**
+     * In hybrid mode the future's waiter polls this lane's CQ itself ({@link PolledFuture}); the
+     * pieces of a long READ go to the device as one chained list ({@link NativePost#postRead}).
+     */
     @Override
     public CompletableFuture<Void> read(long remoteAddress, int rkey, int length, MemoryRegion local, int localOffset) {
         checkReadLength(length);
-        CompletableFuture<Void> future = new CompletableFuture<>();
+        CompletableFuture<Void> future = poller.hybrid() ? new PolledFuture(poller) : new CompletableFuture<>();
         String protection;
         synchronized (this) {
             if (!reserve(future)) {
@@ -492,28 +501,23 @@ final class VerbsChannel extends AbstractChannel {
         }
     }
 
-    /** ibv_post_send of a READ: one work request per piece, all with the op's slot in wr_id. Holds this. */
+    /**
+     * ibv_post_send of a READ: one signaled work request per piece, all with the op's slot in wr_id,
+     * chained in one list and posted with one doorbell. Holds this.
+     */
     private boolean postRead(Op op) {
         try {
-            SVCPostSend.SendWRMod wr = readCall.getWrMod(0);
-            wr.setWr_id(wrId(op.index, false));
-            SVCPostSend.SgeMod sge = wr.getSgeMod(0);
-            SVCPostSend.RdmaMod rdma = wr.getRdmaMod();
-            sge.setLkey(op.lkey);
-            rdma.setRkey(op.rkey);
-            for (int offset = 0; offset < op.length; offset += readPiece) {
-                int n = Math.min(readPiece, op.length - offset);
-                wr.setSend_flags(IbvSendWR.IBV_SEND_SIGNALED);
-                sge.setAddr(op.localAddress + offset);
-                sge.setLength(n);
-                rdma.setRemote_addr(op.remoteAddress + offset);
-                readCall.execute();
+            int rc = NativePost.postRead(qp, wrId(op.index, false), op.localAddress, op.lkey, op.remoteAddress, op.rkey,
+                    op.length, readPiece);
+            if (rc == 0) {
+                return true;
             }
-            return true;
+            lastPostError = new IOException("ibv_post_send (RDMA_READ, " + op.sqEntries + " work requests) failed (errno "
+                    + -rc + ")");
         } catch (IOException | RuntimeException e) {
             lastPostError = e;
-            return false;
         }
+        return false;
     }
 
     /** Sends a CREDIT frame when enough re-posted buffers wait to be returned. Holds this. */
@@ -930,8 +934,7 @@ final class VerbsChannel extends AbstractChannel {
             }
             destroyed = true;
             state = State.CLOSED;
-            if (readCall != null) {
-                readCall.free();
+            if (sendCall != null) {
                 sendCall.free();
             }
             if (receives != null) {

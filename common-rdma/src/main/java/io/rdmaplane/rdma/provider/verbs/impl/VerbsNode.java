@@ -54,9 +54,11 @@ import org.slf4j.LoggerFactory;
  * connects, accepts and destroys ids, waits for CM events with a short timeout, and checks
  * operation timeouts on each tick.
  * <li>Two <b>completion threads</b> ({@link CompletionPoller}), one per lane, each polling its
- * lane's CQ: by default it sleeps on the completion channel and drains the CQ on each event;
- * with {@link VerbsOptions#busyPollCompletions()} (the products' {@code verbs.completion=poll})
- * the bulk lane's busy-polls, trading a core for latency (the control lane's always sleeps).
+ * lane's CQ: it sleeps on the completion channel and drains the CQ on each event; with
+ * {@link VerbsOptions.Completion#HYBRID} (the default) a thread waiting for a READ of that lane polls
+ * the CQ itself meanwhile, one thread at a time ({@link CqPolling}); with
+ * {@link VerbsOptions.Completion#POLL} the bulk lane's busy-polls, trading a core for latency (the
+ * control lane's always sleeps).
  * </ul>
  * Closing the node closes its channels (each QP to the error state, the peers told), waits
  * briefly for the peers' disconnect acknowledgements, stops the threads, then destroys QPs,
@@ -142,14 +144,28 @@ public final class VerbsNode implements Node {
         this.cm = new CmEventLoop(this, events, Math.toIntExact(options.verbs().cmTick().toMillis()));
         // The control lane's thread sleeps on its completion channel even when bulk busy-polls: two
         // spinning threads per node would starve the very callers they serve on a small host.
-        int spin = options.verbs().completionSpinMicros();
-        bulk.poller = new CompletionPoller(this, bulk.cq, bulk.channel, options.verbs().busyPollCompletions(), spin, "-cq");
-        control.poller = new CompletionPoller(this, control.cq, control.channel, false, spin, "-cq-control");
+        VerbsOptions verbs = options.verbs();
+        VerbsOptions.Completion controlMode = verbs.completion() == VerbsOptions.Completion.POLL
+                ? VerbsOptions.Completion.EVENT : verbs.completion();
+        try {
+            bulk.poller = new CompletionPoller(this, bulk.cq, bulk.channel, verbs.completion(), verbs, "-cq");
+            control.poller = new CompletionPoller(this, control.cq, control.channel, controlMode, verbs, "-cq-control");
+        } catch (IOException | RuntimeException e) {
+            if (bulk.poller != null) {
+                bulk.poller.free();
+            }
+            sendPool.close();
+            bulk.destroy();
+            control.destroy();
+            destroyQuietly(pd, anchor, events);
+            throw new TransportException(Status.UNAVAILABLE, "cannot poll the completion queues of " + options.bindAddress()
+                    + ": " + e.getMessage(), e);
+        }
         cm.start();
         bulk.poller.start();
         control.poller.start();
-        LOG.debug("{} on {} ({} + {} CQ entries, bulk completions {})", name, options.bindAddress(), bulk.capacity,
-                control.capacity, options.verbs().busyPollCompletions() ? "busy-polled" : "event-driven");
+        LOG.debug("{} on {} ({} + {} CQ entries, completions {})", name, options.bindAddress(), bulk.capacity,
+                control.capacity, verbs.completion());
     }
 
     /**
@@ -284,18 +300,20 @@ public final class VerbsNode implements Node {
         return register(buffer, access, Verbs.windowedAccessFlags(), true);
     }
 
-    /** A type 2 window over the region, bound later to one channel, for a region registered for grants. */
+    /** A type 2 window over exactly the range, bound later to one channel, for a region registered for grants. */
     @Override
-    public PeerKey peerKey(MemoryRegion region) throws TransportException {
+    public PeerKey peerKey(MemoryRegion region, long address, int length) throws TransportException {
+        NodeArguments.checkKeyRange(region, address, length);
         if (!(region instanceof VerbsRegion verbs) || verbs.node() != this || !verbs.windowed()) {
             return PeerKey.ofRegion(region);
         }
-        return verbs.newWindow();
+        return verbs.newWindow(address, length);
     }
 
     @Override
     public String keyBinding() {
-        return type2Windows > 0 ? "per peer (type 2 memory windows bound to the peer's QP; the device holds " + type2Windows + ")"
+        return type2Windows > 0 ? "per peer (type 2 memory windows over the granted byte range, bound to the peer's QP; the device"
+                + " holds " + type2Windows + ")"
                 + ", except read-only file mappings (mapped shuffle outputs, HDFS block files): per region, since MW_BIND pins"
                 + " memory for write, which they refuse"
                 : "per region (the device binds no type 2 memory window: a key is the MR's own rkey, which any data channel READs with)";
@@ -455,7 +473,9 @@ public final class VerbsNode implements Node {
             channel.terminate(closing, null, Status.FLUSHED);
         }
         Thread current = Thread.currentThread();
-        if (current == cm.thread() || current == bulk.poller.thread() || current == control.poller.thread()) {
+        if (current == cm.thread() || current == bulk.poller.thread() || current == control.poller.thread()
+                || bulk.poller.polling.heldByCurrentThread() || control.poller.polling.heldByCurrentThread()) {
+            // a completion thread, or a waiter delivering completions: release waits for that delivery to end
             Thread closer = new Thread(this::release, name + "-closer");
             closer.setDaemon(true);
             closer.start();
@@ -469,6 +489,8 @@ public final class VerbsNode implements Node {
         join(cm.thread());
         join(bulk.poller.thread());
         join(control.poller.thread());
+        bulk.poller.free(); // no waiter polls after this
+        control.poller.free();
         cm.released();
         for (VerbsChannel channel : new ArrayList<>(channels.values())) {
             cm.forget(channel);
@@ -558,6 +580,7 @@ public final class VerbsNode implements Node {
 
     /** Drops a channel whose QP is being destroyed; its CQ entries return to its lane's CQ. */
     void forgetChannel(VerbsChannel channel) {
+        channel.forgotten = true;
         if (channels.remove(channel.id, channel)) {
             laneCq(channel.lane).free.addAndGet(channel.cqEntries);
         }
@@ -622,6 +645,11 @@ public final class VerbsNode implements Node {
 
     IbvPd pd() {
         return pd;
+    }
+
+    /** The poller of a lane's CQ: a READ's waiter polls through it in hybrid mode. */
+    CompletionPoller poller(Lane lane) {
+        return laneCq(lane).poller;
     }
 
     /** The completion queue of a lane's channels. */

@@ -50,11 +50,11 @@ final class VerbsRegion extends AbstractMemoryRegion {
         return windowed;
     }
 
-    /** A new type 2 window over the whole region, not bound yet. */
-    VerbsWindow newWindow() throws TransportException {
+    /** A new type 2 window over [address, address + length) of this region (checked by the caller), not bound yet. */
+    VerbsWindow newWindow(long address, int length) throws TransportException {
         VerbsWindow window;
         try {
-            window = new VerbsWindow(this, NativeMw.alloc(node.pd()));
+            window = new VerbsWindow(this, NativeMw.alloc(node.pd()), address, length);
         } catch (IOException | RuntimeException e) {
             throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "ibv_alloc_mw for " + this + " failed: " + e.getMessage(), e);
         }

@@ -10,8 +10,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A type 2 memory window over a whole {@link VerbsRegion}: bound by a BIND_MW work request on one
- * channel's QP, it is READ through that QP only; deallocating it (ibv_dealloc_mw) revokes it. Its
+ * A type 2 memory window over one byte range of a {@link VerbsRegion} (a grant's): bound by a BIND_MW
+ * work request on one channel's QP, it is READ through that QP only and only within that range (the
+ * NIC refuses a READ of any byte outside it: REMOTE_ACCESS_ERROR); deallocating it (ibv_dealloc_mw) revokes it. Its
  * rkey is the window's index (the device's) with a key byte drawn here from a CSPRNG.
  */
 final class VerbsWindow implements PeerKey {
@@ -21,13 +22,17 @@ final class VerbsWindow implements PeerKey {
     private final VerbsRegion region;
     private final long handle;
     private final int rkey;
+    private final long address;
+    private final int length;
     // guarded by this
     private boolean bound;
     private boolean revoked;
 
-    VerbsWindow(VerbsRegion region, long handle) {
+    VerbsWindow(VerbsRegion region, long handle, long address, int length) {
         this.region = region;
         this.handle = handle;
+        this.address = address;
+        this.length = length;
         int current = NativeMw.rkey(handle);
         int key;
         do {
@@ -52,6 +57,15 @@ final class VerbsWindow implements PeerKey {
 
     long handle() {
         return handle;
+    }
+
+    /** The first byte the window READs (an address of the region, not zero-based). */
+    long address() {
+        return address;
+    }
+
+    int length() {
+        return length;
     }
 
     /** Binds on {@code channel}'s QP (a channel of the region's node); completes with the BIND_MW completion. */
@@ -92,6 +106,7 @@ final class VerbsWindow implements PeerKey {
 
     @Override
     public String toString() {
-        return "memory window " + Integer.toUnsignedString(rkey, 16) + " over " + region;
+        return "memory window " + Integer.toUnsignedString(rkey, 16) + " over [0x" + Long.toHexString(address) + ", +" + length
+                + ") of " + region;
     }
 }

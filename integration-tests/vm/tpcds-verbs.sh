@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# TPC-DS with its tables in HDFS across the Soft-RoCE VM's cluster (run.sh --hosts 3, kernel 7.2), every
+# remote byte over verbs: the Spark Master, the NameNode and the drivers on host1, a Spark Worker (one
+# executor) and a DataNode with the RDMA plug-in on host2 and host3, each host a network namespace with its
+# own rxe device and every process bound to its host's address. Run by io.rdmaplane.it.cluster.VerbsTpcdsRing
+# in the guest (the host ring's harness: HostRing adopting the VM's namespaces, RingCluster, RingJob):
+#   1. HDFS read-back (what hdfs-verbs.sh proves, on this cluster): a file of several blocks written and read
+#      back sequentially and positioned through the client plug-in, bytes equal, every DataNode on verbs;
+#   2. the TPC-DS tables (io.trino.tpcds 1.4, scale 0.01, TpcdsTables; generated on the host as Parquet, once,
+#      into integration-tests/target/tpcds-verbs/tables: the emulated guest would take longer than its budget)
+#      put into HDFS with the stock client;
+#   3. the queries under Spark's sort shuffle and the stock HDFS reader (Netty + TCP), then under
+#      RdmaShuffleManager and the HDFS client plug-in (both on verbs), in two applications on the same cluster.
+#
+#   bash integration-tests/vm/tpcds-verbs.sh [--no-build] [run.sh options]
+#
+#   --no-build   reuse the tree as `mvn -B verify` built it (classes, plug-in jars, class path files)
+#   TPCDS_VERBS_QUERIES (default q3,q19,q42,q52,q55), TPCDS_VERBS_TIMEOUT (default 2400 s): the VM command's limit
+#   TPCDS_VERBS_HDFS_SIZE (default 5255533: 6 blocks of 1 MiB, the last one partial; 0: no read-back),
+#   TPCDS_VERBS_HDFS_PREADS (default 24)
+#
+# Checks (VerbsTpcdsRing): each query gives the baseline's rows (sorted); every executor on verbs published map
+# outputs, no fallback of any level, the blocks fetched over RDMA equal the remote blocks Spark's task metrics
+# counted; every executor read HDFS through the client plug-in (RDMA bytes > 0, no fallback, nothing
+# declined), the DataNodes served RDMA reads on verbs, refusing none. Then (this script) the three hosts' rxe
+# devices moved packets, rxe0 and rxe1 did not. Prints per query the job-time ratio RDMA/(Netty+TCP) of this run,
+# the lines "tpcds-verbs: qN time = X.XXx" (printed, not asserted), and one line
+# "tpcds-verbs: PASSED|FAILED: ..."; exits non-zero when a check failed or the VM failed.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+main_class=io.rdmaplane.it.cluster.VerbsTpcdsRing
+log() { echo "tpcds-verbs: $*" >&2; }
+RDMA_VM_PROG=tpcds-verbs
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+# ---------------------------------------------------------------- inside the VM
+if [ "${1:-}" = --in-vm ]; then
+  plan=$2
+  # shellcheck source=/dev/null
+  . "$plan"
+  out=${RDMA_VM_RESULTS:-/tmp/tpcds-verbs}
+  mkdir -p "$out"
+  [ "${RDMA_VM_HOSTS:-0}" -ge 3 ] || { log "needs run.sh --hosts 3 (RDMA_VM_HOSTS=${RDMA_VM_HOSTS:-unset})"; exit 2; }
+  rxe_snapshot /tmp/tpcds-verbs-rxe-before
+  dir=$(mktemp -d /tmp/tpcds-verbs.XXXXXX)
+  log "kernel $(uname -r); devices: $(ls /sys/class/infiniband | tr '\n' ' '); ring folder $dir on $(stat -f -c %T "$dir")"
+  t0=$(date +%s)
+  rc=0
+  # shellcheck disable=SC2086 # the flags are lists of words
+  java -Xmx192m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC $TV_MODULE_FLAGS "-Drdma.jvm.module.flags=$TV_MODULE_FLAGS" \
+    -Drdma.ring.classpath.file="$TV_CLASSPATH_FILE" -Drdma.spark.plugin.jar="$TV_SPARK_PLUGIN" -Drdma.hdfs.plugin.jar="$TV_HDFS_PLUGIN" \
+    -Drdma.ring.waitScale=5 $TV_TRANSPORT -cp "$TV_CLASSPATH" "$main_class" "$dir" "$TV_TABLES" "$TV_QUERIES" "$TV_HDFS_SIZE" \
+    "$TV_HDFS_PREADS" || rc=$?
+  log "the ring ran $(( $(date +%s) - t0 )) s in the guest; exit status $rc"
+  moved_ok=0
+  rxe_moved /tmp/tpcds-verbs-rxe-before "$out/rxe-delta" || moved_ok=1
+  cp -r "$dir/logs" "$out/" 2>/dev/null || true
+  find "$dir" -path '*/work-*' -name stderr -exec sh -c 'mkdir -p "$2/executors"; cp "$1" "$2/executors/$(echo "$1" | tr / _)"' _ {} "$out" \; 2>/dev/null || true
+  rm -rf "$dir"
+  [ "$rc" = 0 ] && [ "$moved_ok" != 0 ] && rc=3
+  exit $rc
+fi
+
+# ---------------------------------------------------------------- on the host
+build=1
+run_opts=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) build=0; shift ;;
+    *) run_opts+=("$1"); shift ;;
+  esac
+done
+module_flags=$(pom_property rdma.jvm.module.flags)
+[ -n "${module_flags// /}" ] || { log "cannot read rdma.jvm.module.flags from pom.xml"; exit 2; }
+work=$root/integration-tests/target/tpcds-verbs
+mkdir -p "$work"
+if [ "$build" = 1 ]; then
+  log "building the tree (classes, plug-in jars, class path files) on the host"
+  vm_mvn "$work/build.log" -pl integration-tests -am -DskipTests package
+fi
+classes=$root/integration-tests/target/classes
+[ -f "$classes/${main_class//.//}.class" ] || { log "$main_class is not compiled (drop --no-build)"; exit 2; }
+cp_file=$root/integration-tests/target/test-classpath.txt
+vm_test_classpath integration-tests > /dev/null
+tables=$work/tables
+if [ ! -f "$tables/COMPLETE" ]; then
+  log "generating the TPC-DS tables on the host (once: $tables)"
+  rm -rf "$tables"
+  # shellcheck disable=SC2086
+  java -Xmx1g -XX:TieredStopAtLevel=1 -XX:+UseSerialGC $module_flags -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+    -cp "$classes:$(cat "$cp_file")" io.rdmaplane.it.cluster.TpcdsTables "$tables" > "$work/tables.log" 2>&1 \
+    || { tail -n 40 "$work/tables.log" >&2; vm_die "generating the TPC-DS tables failed"; }
+  tail -n 1 "$work/tables.log" >&2
+fi
+plugin() { # dir prefix: the default line's plug-in jar, the only one in dir
+  local found
+  found=$(find "$1" -maxdepth 1 -name "$2-*-plugin.jar" | head -2)
+  [ -n "$found" ] && [ "$(wc -l <<< "$found")" = 1 ] || vm_die "no single $2-*-plugin.jar in $1 (drop --no-build)"
+  echo "$found"
+}
+{
+  printf 'TV_MODULE_FLAGS=%q\n' "$module_flags"
+  printf 'TV_CLASSPATH=%q\n' "$classes:$(cat "$cp_file")"
+  printf 'TV_CLASSPATH_FILE=%q\n' "$cp_file"
+  printf 'TV_SPARK_PLUGIN=%q\n' "$(plugin "$root/spark-shuffle-rdma/target" spark-shuffle-rdma)"
+  printf 'TV_HDFS_PLUGIN=%q\n' "$(plugin "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma)"
+  # the guest is 25-50x slower than the host: the transport's timeouts scaled as spark-verbs.sh's
+  printf 'TV_TRANSPORT=%q\n' "${TPCDS_VERBS_TRANSPORT--Drdma.ring.transport.operationTimeout=10s -Drdma.ring.transport.detectionWindow=2s -Drdma.ring.transport.request.timeout=10s}"
+  printf 'TV_TABLES=%q\n' "$tables"
+  printf 'TV_QUERIES=%q\n' "${TPCDS_VERBS_QUERIES:-q3,q19,q42,q52,q55}"
+  printf 'TV_HDFS_SIZE=%q\n' "${TPCDS_VERBS_HDFS_SIZE:-5255533}"
+  printf 'TV_HDFS_PREADS=%q\n' "${TPCDS_VERBS_HDFS_PREADS:-24}"
+} > "$work/plan.sh"
+
+rm -rf "$work/results"
+start=$(date +%s)
+set +e
+# 9 JVMs in the guest (Master, 2 Workers, NameNode, 2 DataNodes, a driver, 2 executors) besides the harness
+bash "$here/run.sh" --hosts 3 --mem 4096 --timeout "${TPCDS_VERBS_TIMEOUT:-2400}" --results "$work/results" "${run_opts[@]}" \
+  -- bash "$here/tpcds-verbs.sh" --in-vm "$work/plan.sh" 2>&1 | tee "$work/run.log"
+rc=${PIPESTATUS[0]}
+set -e
+log "VM run took $(( $(date +%s) - start )) s (boot included); exit status $rc; logs in $work/results"
+if [ "$rc" = 0 ] && grep -q '^tpcds-verbs: PASSED' "$work/run.log"; then
+  echo "tpcds-verbs: PASSED: $(grep -hc '^tpcds-verbs: q[0-9]* time = ' "$work/run.log") queries equal to the baseline;" \
+    "rxe (dev sent rcvd): $(paste -sd, "$work/results/rxe-delta" 2>/dev/null)"
+  exit 0
+fi
+echo "tpcds-verbs: FAILED: status $rc; $(grep -h '^tpcds-verbs: FAILED' "$work/run.log" | tail -1)"
+[ "$rc" = 0 ] && rc=1
+exit "$rc"

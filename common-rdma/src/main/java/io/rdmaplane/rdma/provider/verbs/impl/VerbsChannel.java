@@ -783,7 +783,11 @@ final class VerbsChannel extends AbstractChannel {
         }
         if (closed) {
             if (culprit != null) {
-                culprit.future.completeExceptionally(closedError());
+                // Its own completion says why it failed: a refused READ whose channel the peer's disconnect
+                // closed meanwhile (its op was already out of the table) is still refused, not flushed.
+                culprit.future.completeExceptionally(status == WcStatus.WR_FLUSH_ERR ? closedError()
+                        : new TransportException(WcStatus.toStatus(status), WcStatus.name(status) + " on a " + what
+                                + " of " + this + " (closed meanwhile)"));
             }
             return; // the flush of a channel already closed
         }

@@ -15,8 +15,9 @@ lines=("$@")
 # tested by mvn -B verify).
 [ ${#lines[@]} -gt 0 ] || lines=(spark3.5_2.12 spark3.5_2.13 spark4.1_2.13 spark4.2_2.13 hadoop3.3)
 # The shuffle manager's unit tests on each line, less LocalClusterRdmaTest (SparkLineCoreJobsTest runs the
-# same local-cluster proof over more jobs) and the verbs test (it needs the VM).
-spark_unit='io.rdmaplane.spark.**.*Test,!LocalClusterRdmaTest,!VerbsLocalClusterTest'
+# same local-cluster proof over more jobs), the verbs test (it needs the VM) and the decoders' fuzz tests (our
+# own wire codecs, no Spark or Hadoop class in them: mvn verify runs them once, fuzz.sh longer).
+spark_unit='io.rdmaplane.spark.**.*Test,!LocalClusterRdmaTest,!VerbsLocalClusterTest,!*FuzzTest'
 failed=()
 
 # Every required test class ran, none skipped (a test that skips, e.g. for want of its jar, proves nothing here).
@@ -37,7 +38,7 @@ for line in "${lines[@]}"; do
   echo "lines: ==== $line"
   case $line in
     hadoop3.3)
-      tests='io.rdmaplane.hdfs.**.*Test,HdfsRdmaReadTest,ShadedPluginJarTest,LineDeploymentTest#hadoop*'
+      tests='io.rdmaplane.hdfs.**.*Test,!*FuzzTest,HdfsRdmaReadTest,ShadedPluginJarTest,LineDeploymentTest#hadoop*'
       required=(io.rdmaplane.it.hdfs.HdfsRdmaReadTest io.rdmaplane.it.packaging.ShadedPluginJarTest io.rdmaplane.it.cluster.LineDeploymentTest)
       modules=hdfs-transfer-rdma,integration-tests ;;
     *)

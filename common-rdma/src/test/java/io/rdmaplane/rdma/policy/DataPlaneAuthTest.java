@@ -52,6 +52,8 @@ class DataPlaneAuthTest {
     private Node attackerNode;
     private MemoryRegion attackerLanding;
     private PolicyFixture fixture;
+    /** How the outsider's channels closed, in order: a READ that found its channel closed says why. */
+    private final java.util.List<String> closures = new java.util.concurrent.CopyOnWriteArrayList<>();
 
     /** The outsider's node and landing region on {@code on}, and a policy server with {@code secret} (null: none). */
     private PolicyFixture open(TestTransport on, byte[] secret) throws TransportException {
@@ -541,6 +543,11 @@ class DataPlaneAuthTest {
                     throw new IllegalStateException(e);
                 }
             }
+
+            @Override
+            public void onClosed(Channel ch, TransportException cause) {
+                closures.add(ch + ": " + (cause == null ? "closed by the outsider" : cause.toString()));
+            }
         }, request).get(WAIT, TimeUnit.SECONDS);
         return new Outsider(channel, frames);
     }
@@ -612,7 +619,7 @@ class DataPlaneAuthTest {
     private void assertRefused(CompletableFuture<Void> read) {
         ExecutionException e = assertThrows(ExecutionException.class, () -> read.get(WAIT, TimeUnit.SECONDS));
         assertEquals(Status.REMOTE_ACCESS_ERROR, assertInstanceOf(TransportException.class, e.getCause()).status(),
-                () -> "expected the READ refused, was " + e.getCause());
+                () -> "expected the READ refused, was " + e.getCause() + "; the outsider's channels closed: " + closures);
         assertAllZero(attackerLanding);
     }
 

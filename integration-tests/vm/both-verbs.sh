@@ -90,14 +90,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ---------------------------------------------------------------- on the host
-build=1
-run_opts=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --no-build) build=0; shift ;;
-    *) run_opts+=("$1"); shift ;;
-  esac
-done
+vm_host_options "$@"
 junit_version=$(pom_property junit.version)
 [[ "$junit_version" =~ ^5\.([0-9]+\.[0-9]+.*)$ ]] || { log "cannot read junit.version from pom.xml"; exit 2; }
 platform_version=1.${BASH_REMATCH[1]}
@@ -123,19 +116,16 @@ if [ ! -s "$launcher" ]; then
     -DoutputDirectory="$work" -Dmdep.overWriteReleases=false
 fi
 [ -s "$launcher" ] || { log "no console launcher at $launcher"; exit 2; }
-plugin() { # dir prefix: the default line's plug-in jar, the only one in dir
-  local found
-  found=$(find "$1" -maxdepth 1 -name "$2-*-plugin.jar" | head -2)
-  [ -n "$found" ] && [ "$(wc -l <<< "$found")" = 1 ] || vm_die "no single $2-*-plugin.jar in $1 (drop --no-build)"
-  echo "$found"
-}
+# assigned, not substituted into the plan: a missing jar stops the script (set -e)
+spark_plugin=$(vm_plugin_jar "$root/spark-shuffle-rdma/target" spark-shuffle-rdma)
+hdfs_plugin=$(vm_plugin_jar "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma)
 {
   printf 'BV_MODULE_FLAGS=%q\n' "$module_flags"
   printf 'BV_LAUNCHER=%q\n' "$launcher"
   printf 'BV_CLASSPATH=%q\n' "$test_classes:$root/integration-tests/target/classes:$deps"
   printf 'BV_TEST=%q\n' "$test_method"
-  printf 'BV_SPARK_PLUGIN=%q\n' "$(plugin "$root/spark-shuffle-rdma/target" spark-shuffle-rdma)"
-  printf 'BV_HDFS_PLUGIN=%q\n' "$(plugin "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma)"
+  printf 'BV_SPARK_PLUGIN=%q\n' "$spark_plugin"
+  printf 'BV_HDFS_PLUGIN=%q\n' "$hdfs_plugin"
   # the guest is 25-50x slower than the host: the transport's timeouts scaled as spark-verbs.sh's and hdfs-verbs.sh's
   printf 'BV_TRANSPORT=%q\n' "${BOTH_VERBS_TRANSPORT:-operationTimeout=10s,detectionWindow=2s,request.timeout=10s}"
   printf 'BV_FILE_BYTES=%q\n' "$file_bytes"

@@ -4,8 +4,10 @@
 # network namespaces with a link cut and restored), the verbs provider's conformance suite (with
 # the cluster's JVM-per-namespace tests), the VM ring (link faults and netem under in-flight READs
 # between two of the cluster's hosts), the doctor (healthy verdict and a peer READ over verbs),
-# a small Spark shuffle over verbs (RdmaShuffleManager in local-cluster mode), HDFS over verbs
-# across the cluster (NameNode and client, two DataNodes with the plug-in, one per namespace); then the
+# a small Spark shuffle over verbs (RdmaShuffleManager in local-cluster mode), HDFS and TPC-DS over
+# verbs across the cluster (tpcds-verbs.sh: a Spark Master, the NameNode and the drivers on one host, a
+# Worker and a DataNode with the plug-in on each of two more; an HDFS read-back, then ten TPC-DS queries
+# with their tables in that HDFS, RDMA shuffle and RDMA reads against sort shuffle and TCP); then the
 # provider's conformance suites once more on Debian 12's 6.1 (the oldest kernel users have: file
 # mappings take the copy path there). Run after `mvn -B verify`, which built what the VM runs. Every step
 # runs even when an earlier one failed; each one's time and the total are printed.
@@ -30,7 +32,7 @@ step unstable verbs-conformance.sh --no-build --hosts 3
 step unstable verbs-conformance.sh --no-build --ring --hosts 2
 step unstable doctor.sh --no-build
 step unstable spark-verbs.sh --no-build
-step unstable hdfs-verbs.sh --no-build
+step unstable tpcds-verbs.sh --no-build
 step bookworm verbs-conformance.sh --no-build --provider-only
 for t in "${times[@]}"; do echo "vm/ci: $t"; done
 if [ ${#failed[@]} -eq 0 ]; then

@@ -96,14 +96,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ---------------------------------------------------------------- on the host
-build=1
-run_opts=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --no-build) build=0; shift ;;
-    *) run_opts+=("$1"); shift ;;
-  esac
-done
+vm_host_options "$@"
 jvm_flags="-XX:TieredStopAtLevel=1 $(pom_property rdma.jvm.module.flags)"
 work=$root/integration-tests/target/vm-doctor
 mkdir -p "$work"

@@ -79,6 +79,29 @@ vm_test_classpath() {
   cat "$file"
 }
 
+# vm_host_options ARG... : (host side) the options of a script that takes only --no-build besides run.sh's:
+# sets build (1, or 0 for --no-build: reuse the tree as `mvn -B verify` built it) and run_opts (the rest,
+# passed on to run.sh).
+vm_host_options() {
+  build=1
+  run_opts=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --no-build) build=0; shift ;;
+      *) run_opts+=("$1"); shift ;;
+    esac
+  done
+}
+
+# vm_plugin_jar DIR PREFIX : (host side) prints the default line's plug-in jar, DIR/PREFIX-*-plugin.jar, which
+# must be the only one there.
+vm_plugin_jar() {
+  local found
+  found=$(find "$1" -maxdepth 1 -name "$2-*-plugin.jar" | head -2)
+  [ -n "$found" ] && [ "$(wc -l <<< "$found")" = 1 ] || vm_die "no single $2-*-plugin.jar in $1 (drop --no-build)"
+  echo "$found"
+}
+
 # vm_bench_plan PLAN BUILD : (host side) when BUILD is 1, builds integration-tests and the modules
 # it depends on (a reactor build; nothing installed into ~/.m2), then writes PLAN, which the guest
 # sources: BENCH_JVM_FLAGS and BENCH_CLASSPATH (integration-tests' classes and test class path).
@@ -111,7 +134,7 @@ vm_perftest() {
   wait "$server" || true
 }
 
-# In the guest: an rxe port's hw counters, for the scripts that check a device moved (hdfs-verbs, both-verbs).
+# In the guest: an rxe port's hw counters, for the scripts that check a device moved (tpcds-verbs, both-verbs).
 counters() { # dev: "name=value ..." of the rxe port's hw counters (one process: a fork costs much in the guest)
   awk 'FNR == 1 { n = FILENAME; sub(".*/", "", n); printf "%s=%s ", n, $1 }' "/sys/class/infiniband/$1/ports/1/hw_counters"/* || true
 }

@@ -4,8 +4,8 @@
 # executor) and a DataNode with the RDMA plug-in on host2 and host3, each host a network namespace with its
 # own rxe device and every process bound to its host's address. Run by io.rdmaplane.it.cluster.VerbsTpcdsRing
 # in the guest (the host ring's harness: HostRing adopting the VM's namespaces, RingCluster, RingJob):
-#   1. HDFS read-back (what hdfs-verbs.sh proves, on this cluster): a file of several blocks written and read
-#      back sequentially and positioned through the client plug-in, bytes equal, every DataNode on verbs;
+#   1. HDFS read-back: a file of several blocks written (replication 2) and read back sequentially, across each
+#      block boundary and at random positions through the client plug-in, bytes equal, every DataNode on verbs;
 #   2. the TPC-DS tables (io.trino.tpcds 1.4, scale 0.01, TpcdsTables; generated on the host as Parquet, once,
 #      into integration-tests/target/tpcds-verbs/tables: the emulated guest would take longer than its budget)
 #      put into HDFS with the stock client;
@@ -15,7 +15,8 @@
 #   bash integration-tests/vm/tpcds-verbs.sh [--no-build] [run.sh options]
 #
 #   --no-build   reuse the tree as `mvn -B verify` built it (classes, plug-in jars, class path files)
-#   TPCDS_VERBS_QUERIES (default q3,q19,q42,q52,q55), TPCDS_VERBS_TIMEOUT (default 2400 s): the VM command's limit
+#   TPCDS_VERBS_QUERIES (default q3,q19,q42,q52,q55,q43,q53,q63,q89,q98; none: the read-back alone, on HDFS alone),
+#   TPCDS_VERBS_TIMEOUT (default 2400 s): the VM command's limit
 #   TPCDS_VERBS_HDFS_SIZE (default 5255533: 6 blocks of 1 MiB, the last one partial; 0: no read-back),
 #   TPCDS_VERBS_HDFS_PREADS (default 24)
 #
@@ -23,7 +24,8 @@
 # outputs, no fallback of any level, the blocks fetched over RDMA equal the remote blocks Spark's task metrics
 # counted; every executor read HDFS through the client plug-in (RDMA bytes > 0, no fallback, nothing
 # declined), the DataNodes served RDMA reads on verbs, refusing none. Then (this script) the three hosts' rxe
-# devices moved packets, rxe0 and rxe1 did not. Prints per query the job-time ratio RDMA/(Netty+TCP) of this run,
+# devices moved packets, rxe0 and rxe1 did not, and host1's device received at least one packet per RoCE MTU
+# (1024 bytes) of the read-back's file. Prints per query the job-time ratio RDMA/(Netty+TCP) of this run,
 # the lines "tpcds-verbs: qN time = X.XXx" (printed, not asserted), and one line
 # "tpcds-verbs: PASSED|FAILED: ..."; exits non-zero when a check failed or the VM failed.
 set -euo pipefail
@@ -54,8 +56,16 @@ if [ "${1:-}" = --in-vm ]; then
     -Drdma.ring.waitScale=5 $TV_TRANSPORT -cp "$TV_CLASSPATH" "$main_class" "$dir" "$TV_TABLES" "$TV_QUERIES" "$TV_HDFS_SIZE" \
     "$TV_HDFS_PREADS" || rc=$?
   log "the ring ran $(( $(date +%s) - t0 )) s in the guest; exit status $rc"
+  log "block files: $(find "$dir"/hdfs -name 'blk_*' ! -name '*.meta' 2>/dev/null | wc -l) on $(stat -f -c %T "$dir/hdfs" 2>/dev/null || echo '?')"
+  # Every device's packet counters over the run: the hosts' devices carried the reads, no other one.
   moved_ok=0
   rxe_moved /tmp/tpcds-verbs-rxe-before "$out/rxe-delta" || moved_ok=1
+  rcvd=$(awk -v d="$RDMA_VM_HOST1_DEV" '$1 == d { print $3 }' "$out/rxe-delta")
+  if [ "${rcvd:-0}" -lt $(( TV_HDFS_SIZE / 1024 )) ]; then
+    log "$RDMA_VM_HOST1_DEV (the read-back client's) received ${rcvd:-0} packets, fewer than one per 1024 bytes (the RoCE MTU)" \
+      "of the $TV_HDFS_SIZE-byte file read back"
+    moved_ok=1
+  fi
   cp -r "$dir/logs" "$out/" 2>/dev/null || true
   find "$dir" -path '*/work-*' -name stderr -exec sh -c 'mkdir -p "$2/executors"; cp "$1" "$2/executors/$(echo "$1" | tr / _)"' _ {} "$out" \; 2>/dev/null || true
   rm -rf "$dir"
@@ -64,14 +74,7 @@ if [ "${1:-}" = --in-vm ]; then
 fi
 
 # ---------------------------------------------------------------- on the host
-build=1
-run_opts=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --no-build) build=0; shift ;;
-    *) run_opts+=("$1"); shift ;;
-  esac
-done
+vm_host_options "$@"
 module_flags=$(pom_property rdma.jvm.module.flags)
 [ -n "${module_flags// /}" ] || { log "cannot read rdma.jvm.module.flags from pom.xml"; exit 2; }
 work=$root/integration-tests/target/tpcds-verbs
@@ -94,22 +97,19 @@ if [ ! -f "$tables/COMPLETE" ]; then
     || { tail -n 40 "$work/tables.log" >&2; vm_die "generating the TPC-DS tables failed"; }
   tail -n 1 "$work/tables.log" >&2
 fi
-plugin() { # dir prefix: the default line's plug-in jar, the only one in dir
-  local found
-  found=$(find "$1" -maxdepth 1 -name "$2-*-plugin.jar" | head -2)
-  [ -n "$found" ] && [ "$(wc -l <<< "$found")" = 1 ] || vm_die "no single $2-*-plugin.jar in $1 (drop --no-build)"
-  echo "$found"
-}
+# assigned, not substituted into the plan: a missing jar stops the script (set -e)
+spark_plugin=$(vm_plugin_jar "$root/spark-shuffle-rdma/target" spark-shuffle-rdma)
+hdfs_plugin=$(vm_plugin_jar "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma)
 {
   printf 'TV_MODULE_FLAGS=%q\n' "$module_flags"
   printf 'TV_CLASSPATH=%q\n' "$classes:$(cat "$cp_file")"
   printf 'TV_CLASSPATH_FILE=%q\n' "$cp_file"
-  printf 'TV_SPARK_PLUGIN=%q\n' "$(plugin "$root/spark-shuffle-rdma/target" spark-shuffle-rdma)"
-  printf 'TV_HDFS_PLUGIN=%q\n' "$(plugin "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma)"
+  printf 'TV_SPARK_PLUGIN=%q\n' "$spark_plugin"
+  printf 'TV_HDFS_PLUGIN=%q\n' "$hdfs_plugin"
   # the guest is 25-50x slower than the host: the transport's timeouts scaled as spark-verbs.sh's
   printf 'TV_TRANSPORT=%q\n' "${TPCDS_VERBS_TRANSPORT--Drdma.ring.transport.operationTimeout=10s -Drdma.ring.transport.detectionWindow=2s -Drdma.ring.transport.request.timeout=10s}"
   printf 'TV_TABLES=%q\n' "$tables"
-  printf 'TV_QUERIES=%q\n' "${TPCDS_VERBS_QUERIES:-q3,q19,q42,q52,q55}"
+  printf 'TV_QUERIES=%q\n' "${TPCDS_VERBS_QUERIES:-q3,q19,q42,q52,q55,q43,q53,q63,q89,q98}"
   printf 'TV_HDFS_SIZE=%q\n' "${TPCDS_VERBS_HDFS_SIZE:-5255533}"
   printf 'TV_HDFS_PREADS=%q\n' "${TPCDS_VERBS_HDFS_PREADS:-24}"
 } > "$work/plan.sh"

@@ -1,6 +1,5 @@
 package io.rdmaplane.it.cluster;
 
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -9,50 +8,15 @@ import java.util.Map;
 
 /**
  * HDFS over verbs across the Soft-RoCE VM's cluster ({@code run.sh --hosts N}, each host a network namespace with its
- * own rxe device): the NameNode and the client on host 1, a DataNode with the RDMA plug-in on every further host, all
- * plug-ins on the verbs provider (another with {@code -Drdma.ring.transport.provider}: tcp checks the harness on a host). The client ({@link RingHdfsRead}, plug-in on its class path) writes a file of several
- * blocks and reads it back sequentially and positioned; every byte must equal what it wrote, the DataNodes must have
- * served every block read over RDMA on that provider with nothing refused, and the client must have read with RDMA enabled
- * and no read fallen back to TCP. Prints {@code verbs-hdfs:} lines, the last one {@code verbs-hdfs: PASSED|FAILED ...};
- * exits 1 when a check failed, 2 when not in the VM's cluster.
- *
- * <p>Arguments: {@code DIR} (the ring's folder: logs, HDFS data), {@code SIZE} (bytes of the file), {@code PREADS}
- * (random positioned reads besides one across each block boundary). The transport settings are the system
- * properties {@code rdma.ring.transport.NAME} (default {@code provider=verbs}).
+ * own rxe device), the part {@link VerbsTpcdsRing} runs first: the VM's hosts adopted, the ring's transport settings
+ * ({@code rdma.ring.transport.NAME}, default {@code provider=verbs}; tcp checks the harness on a host), and the
+ * read-back: the client ({@link RingHdfsRead}, plug-in on its class path) on host 1 writes a file of several blocks
+ * and reads it back sequentially and positioned; every byte must equal what it wrote, the DataNodes must have served
+ * every block read over RDMA on that provider with nothing refused, and the client must have read with RDMA enabled
+ * and no read fallen back to TCP.
  */
 public final class VerbsHdfsRing {
     private VerbsHdfsRing() {
-    }
-
-    public static void main(String[] args) {
-        if (args.length != 3) {
-            System.err.println("usage: VerbsHdfsRing DIR SIZE PREADS");
-            System.exit(2);
-        }
-        Path dir = Path.of(args[0]);
-        int size = Integer.parseInt(args[1]);
-        int preads = Integer.parseInt(args[2]);
-        HostRing adopted = vmRing("verbs-hdfs");
-        Map<String, String> transport = transport();
-        String want = transport.get("provider");
-        System.out.println("verbs-hdfs: hosts " + adopted.describe() + "; transport " + transport);
-        List<String> problems = new ArrayList<>();
-        long t0 = System.nanoTime();
-        try (HostRing ring = adopted;
-             RingCluster cluster = RingCluster.startHdfs(ring, RingLines.fromTestClassPath(), dir, Duration.ofMinutes(25), transport)) {
-            System.out.printf("verbs-hdfs: NameNode on %s, %d DataNode(s) live with their RDMA block service RUNNING after %d s%n",
-                    ring.address(0), cluster.workers, (System.nanoTime() - t0) / 1_000_000_000);
-            readBack(cluster, size, preads, want, problems);
-        } catch (RuntimeException e) {
-            e.printStackTrace(System.out);
-            problems.add(e.toString().lines().findFirst().orElse("?"));
-        }
-        if (problems.isEmpty()) {
-            System.out.println("verbs-hdfs: PASSED");
-            System.exit(0);
-        }
-        System.out.println("verbs-hdfs: FAILED: " + String.join("; ", problems));
-        System.exit(1);
     }
 
     /**
@@ -141,6 +105,36 @@ public final class VerbsHdfsRing {
         }
         System.out.printf("verbs-hdfs: %d bytes (%d blocks), %d RDMA reads served, %d fallbacks; client JVM %d s%n", size, blocks,
                 servedTotal, fellBack, clientSecs);
+        throughputAgainstStock(cluster, size, out, problems);
+    }
+
+    /**
+     * The stock client (TCP) reads the read-back's file too, sequentially, twice; prints the warm sequential read's
+     * time through the plug-in ({@code pluginOut}, its client's output) against the stock client's (printed, not asserted:
+     * the emulated guest's times are noisy) as {@code verbs-hdfs: warm-read-time plug-in/stock = X.XXx (goal <= 1.00)}.
+     */
+    private static void throughputAgainstStock(RingCluster cluster, int size, String pluginOut, List<String> problems) {
+        String stockOut = cluster.hdfsClient("hdfs-client-stock", false, Duration.ofMinutes(10), "/verbs/data.bin", String.valueOf(size),
+                "12", "-1");
+        stockOut.lines().filter(l -> l.startsWith("RING-HDFS")).forEach(l -> System.out.println("verbs-hdfs: stock client: " + l));
+        if (!stockOut.contains("RING-HDFS EQUAL")) {
+            problems.add("the stock client read other bytes than were written");
+        }
+        long plugin = warmMillis(pluginOut);
+        long stock = warmMillis(stockOut);
+        if (plugin > 0 && stock > 0) {
+            System.out.printf("verbs-hdfs: warm sequential read of %d bytes: plug-in %d ms (%.1f MB/s), stock %d ms (%.1f MB/s)%n", size,
+                    plugin, size / 1e3 / plugin, stock, size / 1e3 / stock);
+            System.out.printf("verbs-hdfs: warm-read-time plug-in/stock = %.2fx (goal <= 1.00)%n", (double) plugin / stock);
+        } else {
+            problems.add("no warm sequential read time from both clients (plug-in " + plugin + " ms, stock " + stock + " ms)");
+        }
+    }
+
+    /** The milliseconds of "RING-HDFS sequential, warm: N bytes in M ms" in a client's output; -1 when missing. */
+    private static long warmMillis(String out) {
+        return out.lines().filter(l -> l.startsWith("RING-HDFS sequential, warm: ")).findFirst()
+                .map(l -> Long.parseLong(l.replaceAll(".* in (\\d+) ms.*", "$1"))).orElse(-1L);
     }
 
     static long[] served(RingCluster cluster) {

@@ -60,7 +60,8 @@ public final class VerbsTpcdsRing {
                     + tables + ")");
             System.exit(1);
         }
-        List<String> queries = List.of(args[2].split(","));
+        // "none" (or nothing): the read-back alone, on HDFS alone
+        List<String> queries = args[2].isBlank() || args[2].equals("none") ? List.of() : List.of(args[2].split(","));
         int hdfsSize = Integer.parseInt(args[3]);
         int hdfsPreads = Integer.parseInt(args[4]);
         HostRing adopted = Boolean.getBoolean("rdma.ring.hostRing") ? HostRing.create(3) : VerbsHdfsRing.vmRing("tpcds-verbs");
@@ -72,50 +73,17 @@ public final class VerbsTpcdsRing {
         Map<String, long[]> times = new LinkedHashMap<>(); // query: {stock ms, rdma ms}
         long t0 = System.nanoTime();
         try (HostRing ring = adopted;
-             RingCluster cluster = RingCluster.start(ring, RingLines.fromTestClassPath(), dir, Duration.ofMinutes(40), transport)) {
-            System.out.printf("tpcds-verbs: Master with %d Workers, NameNode with %d DataNodes (RDMA block service RUNNING) after %d s%n",
-                    cluster.workers, cluster.workers, secondsSince(t0));
+             RingCluster cluster = queries.isEmpty()
+                     ? RingCluster.startHdfs(ring, RingLines.fromTestClassPath(), dir, Duration.ofMinutes(25), transport)
+                     : RingCluster.start(ring, RingLines.fromTestClassPath(), dir, Duration.ofMinutes(40), transport)) {
+            System.out.printf("tpcds-verbs: %sNameNode with %d DataNodes (RDMA block service RUNNING) after %d s%n",
+                    queries.isEmpty() ? "" : "Master with " + cluster.workers + " Workers, ", cluster.workers, secondsSince(t0));
             if (hdfsSize > 0) {
                 VerbsHdfsRing.readBack(cluster, hdfsSize, hdfsPreads, want, problems);
             }
-            Path rows = Files.createDirectories(dir.resolve("rows"));
-            long tPut = System.nanoTime();
-            cluster.fsShellOk("tpcds-put", false, null, "-put", tables.toString(), BASE);
-            System.out.printf("tpcds-verbs: tables %s (Parquet, %d bytes) put into HDFS %s with the stock client in %d s%n",
-                    TpcdsTables.TABLES, bytesUnder(tables), BASE, secondsSince(tPut));
-
-            Map<String, RingDriver.QueryResult> baseline = new LinkedHashMap<>();
-            long t1 = System.nanoTime();
-            try (RingDriver stock = cluster.submit("tpcds-stock", false, SQL)) {
-                System.out.printf("tpcds-verbs: baseline application (sort shuffle, stock HDFS reader) up in %d s%n", secondsSince(t1));
-                for (String q : queries) {
-                    RingDriver.QueryResult r = query(stock, q, rows.resolve("stock-" + q));
-                    baseline.put(q, r);
-                    times.put(q, new long[] {r.millis(), 0});
-                }
+            if (!queries.isEmpty()) {
+                runQueries(cluster, dir, tables, queries, want, problems, times);
             }
-            long[] servedBefore = VerbsHdfsRing.served(cluster);
-            long t2 = System.nanoTime();
-            try (RingDriver rdma = cluster.submit("tpcds-rdma", true, SQL)) {
-                System.out.printf("tpcds-verbs: RDMA application (RdmaShuffleManager, HDFS client plug-in, %s) up in %d s%n", want,
-                        secondsSince(t2));
-                long remoteBlocks = 0;
-                for (String q : queries) {
-                    RingDriver.QueryResult r = query(rdma, q, rows.resolve("rdma-" + q));
-                    RingDriver.QueryResult expected = baseline.get(q);
-                    times.get(q)[1] = r.millis();
-                    remoteBlocks += r.remoteBlocks();
-                    if (expected.rows() == 0) {
-                        problems.add(q + " has no rows");
-                    } else if (!r.equalsBaseline(expected)) {
-                        long[] lostAndDuplicated = r.lostAndDuplicated(expected);
-                        problems.add(q + " over RDMA gave " + r + ", other than the baseline's " + expected + " (" + lostAndDuplicated[0]
-                                + " rows lost, " + lostAndDuplicated[1] + " duplicated)");
-                    }
-                }
-                checkReports(rdma.report(cluster.workers, Duration.ofMinutes(10)), cluster, remoteBlocks, want, problems);
-            }
-            checkDataNodes(cluster, servedBefore, want, problems);
         } catch (RuntimeException | IOException e) {
             e.printStackTrace(System.out);
             problems.add(e.toString().lines().findFirst().orElse("?"));
@@ -139,6 +107,52 @@ public final class VerbsTpcdsRing {
         }
         System.out.println("tpcds-verbs: FAILED: " + String.join("; ", problems));
         System.exit(1);
+    }
+
+    /**
+     * Puts the tables into HDFS, runs every query in the baseline application, then in the RDMA application, and checks
+     * rows, reports and DataNodes (into {@code problems}); each query's job times into {@code times}.
+     */
+    private static void runQueries(RingCluster cluster, Path dir, Path tables, List<String> queries, String want, List<String> problems,
+            Map<String, long[]> times) throws IOException {
+        Path rows = Files.createDirectories(dir.resolve("rows"));
+        long tPut = System.nanoTime();
+        cluster.fsShellOk("tpcds-put", false, null, "-put", tables.toString(), BASE);
+        System.out.printf("tpcds-verbs: tables %s (Parquet, %d bytes) put into HDFS %s with the stock client in %d s%n",
+                TpcdsTables.TABLES, bytesUnder(tables), BASE, secondsSince(tPut));
+
+        Map<String, RingDriver.QueryResult> baseline = new LinkedHashMap<>();
+        long t1 = System.nanoTime();
+        try (RingDriver stock = cluster.submit("tpcds-stock", false, SQL)) {
+            System.out.printf("tpcds-verbs: baseline application (sort shuffle, stock HDFS reader) up in %d s%n", secondsSince(t1));
+            for (String q : queries) {
+                RingDriver.QueryResult r = query(stock, q, rows.resolve("stock-" + q));
+                baseline.put(q, r);
+                times.put(q, new long[] {r.millis(), 0});
+            }
+        }
+        long[] servedBefore = VerbsHdfsRing.served(cluster);
+        long t2 = System.nanoTime();
+        try (RingDriver rdma = cluster.submit("tpcds-rdma", true, SQL)) {
+            System.out.printf("tpcds-verbs: RDMA application (RdmaShuffleManager, HDFS client plug-in, %s) up in %d s%n", want,
+                    secondsSince(t2));
+            long remoteBlocks = 0;
+            for (String q : queries) {
+                RingDriver.QueryResult r = query(rdma, q, rows.resolve("rdma-" + q));
+                RingDriver.QueryResult expected = baseline.get(q);
+                times.get(q)[1] = r.millis();
+                remoteBlocks += r.remoteBlocks();
+                if (expected.rows() == 0) {
+                    problems.add(q + " has no rows");
+                } else if (!r.equalsBaseline(expected)) {
+                    long[] lostAndDuplicated = r.lostAndDuplicated(expected);
+                    problems.add(q + " over RDMA gave " + r + ", other than the baseline's " + expected + " (" + lostAndDuplicated[0]
+                            + " rows lost, " + lostAndDuplicated[1] + " duplicated)");
+                }
+            }
+            checkReports(rdma.report(cluster.workers, Duration.ofMinutes(10)), cluster, remoteBlocks, want, problems);
+        }
+        checkDataNodes(cluster, servedBefore, want, problems);
     }
 
     /** Runs query {@code q} in the application of {@code driver} ({@link RingTpcds}), its sorted rows into {@code out}. */

@@ -20,13 +20,15 @@
 #   TPCDS_VERBS_HDFS_SIZE (default 5255533: 6 blocks of 1 MiB, the last one partial; 0: no read-back),
 #   TPCDS_VERBS_HDFS_PREADS (default 24)
 #
-# Checks (VerbsTpcdsRing): each query gives the baseline's rows (sorted); every executor on verbs published map
-# outputs, no fallback of any level, the blocks fetched over RDMA equal the remote blocks Spark's task metrics
+# Checks (VerbsTpcdsRing): the read-back's bytes equal, both DataNodes served it over verbs, refusing none, the
+# client fell back never; each query gives the baseline's rows (sorted); every executor on verbs published map
+# outputs, all from their data files' registered mappings (zero-copy, none copied), no fallback of any level, the blocks fetched over RDMA equal the remote blocks Spark's task metrics
 # counted; every executor read HDFS through the client plug-in (RDMA bytes > 0, no fallback, nothing
 # declined), the DataNodes served RDMA reads on verbs, refusing none. Then (this script) the three hosts' rxe
 # devices moved packets, rxe0 and rxe1 did not, and host1's device received at least one packet per RoCE MTU
 # (1024 bytes) of the read-back's file. Prints per query the job-time ratio RDMA/(Netty+TCP) of this run,
-# the lines "tpcds-verbs: qN time = X.XXx" (printed, not asserted), and one line
+# the lines "tpcds-verbs: qN time = X.XXx" and "verbs-hdfs: warm-read-time plug-in/stock = X.XXx" (the
+# read-back's file read sequentially once more by its client and by a stock client; printed, not asserted), and one line
 # "tpcds-verbs: PASSED|FAILED: ..."; exits non-zero when a check failed or the VM failed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -26,7 +26,8 @@ import java.util.TreeSet;
  * same queries over the same files.</li>
  * </ol>
  * Checks: every query gives the baseline's rows (sorted); in the RDMA application every executor ran the provider,
- * published map outputs and fetched blocks over RDMA with no fallback of any level, the blocks fetched over RDMA equal
+ * published map outputs, every one from its data file's registered mapping (zero-copy, none copied), and fetched
+ * blocks over RDMA with no fallback of any level, the blocks fetched over RDMA equal
  * the remote blocks Spark's task metrics counted, the executors' and the driver's HDFS reads went through the client
  * plug-in (RDMA bytes on every executor, no fallback, nothing declined) and every DataNode served RDMA reads on the
  * provider, refusing none. Prints {@code tpcds-verbs:} lines, per query the job-time ratio RDMA/(Netty+TCP), the
@@ -173,7 +174,8 @@ public final class VerbsTpcdsRing {
             String who = "executor " + r.get("executorId") + " on " + r.get("host");
             hosts.add(r.get("host"));
             System.out.println("tpcds-verbs: " + who + ": provider " + r.get("provider") + ", published maps "
-                    + RingDriver.number(r, ShuffleMetrics.PUBLISHED_MAPS) + ", blocks fetched over RDMA "
+                    + RingDriver.number(r, ShuffleMetrics.PUBLISHED_MAPS) + " (mapped, zero-copy, " + RingDriver.number(r, ShuffleMetrics.PUBLISHED_MAPPED)
+                    + ", copied " + RingDriver.number(r, ShuffleMetrics.PUBLISHED_COPIED) + "), blocks fetched over RDMA "
                     + RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BLOCKS) + " (" + RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BYTES)
                     + " bytes), fetch fallbacks " + RingDriver.number(r, ShuffleMetrics.FALLBACK_FETCH) + "; HDFS client: RDMA bytes "
                     + r.get("hdfs.client.rdma.bytes") + ", accessors " + r.get("hdfs.client.accessors") + ", fallbacks "
@@ -183,8 +185,9 @@ public final class VerbsTpcdsRing {
                 problems.add(who + " runs provider " + r.get("provider"));
             }
             // every executor serves map outputs and reads HDFS; which of them fetch remote blocks is the scheduler's choice
-            positive(problems, who, r, ShuffleMetrics.PUBLISHED_MAPS, "hdfs.client.rdma.bytes");
-            zero(problems, who, r, ShuffleMetrics.FALLBACK_FETCH, ShuffleMetrics.FALLBACK_APP, ShuffleMetrics.NOT_PUBLISHED_OVER_CAP,
+            // every map output served from its data file's registered mapping (7.2 registers read-only file mappings)
+            positive(problems, who, r, ShuffleMetrics.PUBLISHED_MAPS, ShuffleMetrics.PUBLISHED_MAPPED, "hdfs.client.rdma.bytes");
+            zero(problems, who, r, ShuffleMetrics.PUBLISHED_COPIED, ShuffleMetrics.FALLBACK_FETCH, ShuffleMetrics.FALLBACK_APP, ShuffleMetrics.NOT_PUBLISHED_OVER_CAP,
                     ShuffleMetrics.NOT_PUBLISHED_FAILED, ShuffleMetrics.NOT_PUBLISHED_STOPPED, "hdfs.client.fallbacks", "hdfs.client.declined");
         }
         Map<String, String> driver = reports.driver();

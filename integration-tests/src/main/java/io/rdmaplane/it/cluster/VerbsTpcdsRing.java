@@ -178,8 +178,8 @@ public final class VerbsTpcdsRing {
                     + ", copied " + RingDriver.number(r, ShuffleMetrics.PUBLISHED_COPIED) + "), blocks fetched over RDMA "
                     + RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BLOCKS) + " (" + RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BYTES)
                     + " bytes), fetch fallbacks " + RingDriver.number(r, ShuffleMetrics.FALLBACK_FETCH) + "; HDFS client: RDMA bytes "
-                    + r.get("hdfs.client.rdma.bytes") + ", accessors " + r.get("hdfs.client.accessors") + ", fallbacks "
-                    + r.get("hdfs.client.fallbacks") + ", declined " + r.get("hdfs.client.declined"));
+                    + RingDriver.number(r, "hdfs.client.rdma.bytes") + ", accessors " + RingDriver.number(r, "hdfs.client.accessors") + ", fallbacks "
+                    + RingDriver.number(r, "hdfs.client.fallbacks") + ", declined " + RingDriver.number(r, "hdfs.client.declined"));
             rdmaBlocks += RingDriver.number(r, ShuffleMetrics.FETCH_RDMA_BLOCKS);
             if (!String.valueOf(r.get("provider")).equals(want)) {
                 problems.add(who + " runs provider " + r.get("provider"));
@@ -192,8 +192,8 @@ public final class VerbsTpcdsRing {
         }
         Map<String, String> driver = reports.driver();
         System.out.println("tpcds-verbs: driver: shuffle fallbacks " + RingDriver.number(driver, ShuffleMetrics.FALLBACK_SHUFFLE)
-                + "; HDFS client: RDMA bytes " + driver.get("hdfs.client.rdma.bytes") + ", fallbacks " + driver.get("hdfs.client.fallbacks")
-                + ", declined " + driver.get("hdfs.client.declined"));
+                + "; HDFS client: RDMA bytes " + RingDriver.number(driver, "hdfs.client.rdma.bytes") + ", fallbacks " + RingDriver.number(driver, "hdfs.client.fallbacks")
+                + ", declined " + RingDriver.number(driver, "hdfs.client.declined"));
         zero(problems, "the driver", driver, ShuffleMetrics.FALLBACK_SHUFFLE, ShuffleMetrics.FALLBACK_APP, "hdfs.client.fallbacks",
                 "hdfs.client.declined");
         Set<String> workerHosts = new TreeSet<>();

@@ -126,7 +126,7 @@ hdfs_plugin=$(vm_plugin_jar "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma
   printf 'BV_TEST=%q\n' "$test_method"
   printf 'BV_SPARK_PLUGIN=%q\n' "$spark_plugin"
   printf 'BV_HDFS_PLUGIN=%q\n' "$hdfs_plugin"
-  # the guest is 25-50x slower than the host: the transport's timeouts scaled as spark-verbs.sh's and hdfs-verbs.sh's
+  # the guest is 25-50x slower than the host: the transport's timeouts scaled as spark-verbs.sh's and tpcds-verbs.sh's
   printf 'BV_TRANSPORT=%q\n' "${BOTH_VERBS_TRANSPORT:-operationTimeout=10s,detectionWindow=2s,request.timeout=10s}"
   printf 'BV_FILE_BYTES=%q\n' "$file_bytes"
 } > "$work/plan.sh"

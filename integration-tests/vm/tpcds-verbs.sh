@@ -22,14 +22,14 @@
 #
 # Checks (VerbsTpcdsRing): the read-back's bytes equal, both DataNodes served it over verbs, refusing none, the
 # client fell back never; each query gives the baseline's rows (sorted); every executor on verbs published map
-# outputs, all from their data files' registered mappings (zero-copy, none copied), no fallback of any level, the blocks fetched over RDMA equal the remote blocks Spark's task metrics
-# counted; every executor read HDFS through the client plug-in (RDMA bytes > 0, no fallback, nothing
+# outputs, all from their data files' registered mappings (zero-copy, none copied), no fallback of any level,
+# the blocks fetched over RDMA equal the remote blocks Spark's task metrics counted; every executor read HDFS through the client plug-in (RDMA bytes > 0, no fallback, nothing
 # declined), the DataNodes served RDMA reads on verbs, refusing none. Then (this script) the three hosts' rxe
 # devices moved packets, rxe0 and rxe1 did not, and host1's device received at least one packet per RoCE MTU
 # (1024 bytes) of the read-back's file. Prints per query the job-time ratio RDMA/(Netty+TCP) of this run,
 # the lines "tpcds-verbs: qN time = X.XXx" and "verbs-hdfs: warm-read-time plug-in/stock = X.XXx" (the
-# read-back's file read sequentially once more by its client and by a stock client; printed, not asserted), and one line
-# "tpcds-verbs: PASSED|FAILED: ..."; exits non-zero when a check failed or the VM failed.
+# read-back's file read sequentially once more by its client and by a stock client; printed, not asserted),
+# and one line "tpcds-verbs: PASSED|FAILED: ..."; exits non-zero when a check failed or the VM failed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -60,18 +60,18 @@ if [ "${1:-}" = --in-vm ]; then
   log "the ring ran $(( $(date +%s) - t0 )) s in the guest; exit status $rc"
   log "block files: $(find "$dir"/hdfs -name 'blk_*' ! -name '*.meta' 2>/dev/null | wc -l) on $(stat -f -c %T "$dir/hdfs" 2>/dev/null || echo '?')"
   # Every device's packet counters over the run: the hosts' devices carried the reads, no other one.
-  moved_ok=0
-  rxe_moved /tmp/tpcds-verbs-rxe-before "$out/rxe-delta" || moved_ok=1
+  devices_failed=0
+  rxe_moved /tmp/tpcds-verbs-rxe-before "$out/rxe-delta" || devices_failed=1
   rcvd=$(awk -v d="$RDMA_VM_HOST1_DEV" '$1 == d { print $3 }' "$out/rxe-delta")
   if [ "${rcvd:-0}" -lt $(( TV_HDFS_SIZE / 1024 )) ]; then
     log "$RDMA_VM_HOST1_DEV (the read-back client's) received ${rcvd:-0} packets, fewer than one per 1024 bytes (the RoCE MTU)" \
       "of the $TV_HDFS_SIZE-byte file read back"
-    moved_ok=1
+    devices_failed=1
   fi
   cp -r "$dir/logs" "$out/" 2>/dev/null || true
   find "$dir" -path '*/work-*' -name stderr -exec sh -c 'mkdir -p "$2/executors"; cp "$1" "$2/executors/$(echo "$1" | tr / _)"' _ {} "$out" \; 2>/dev/null || true
   rm -rf "$dir"
-  [ "$rc" = 0 ] && [ "$moved_ok" != 0 ] && rc=3
+  [ "$rc" = 0 ] && [ "$devices_failed" = 1 ] && rc=3
   exit $rc
 fi
 

@@ -560,8 +560,10 @@ public final class RingSession implements AutoCloseable {
         long end = started + SETTLE.toNanos();
         String waitedFor = "";
         Map<String, Integer> warmRdmaThreads = new HashMap<>(); // by role: the most a process of it held at the baseline
+        Map<String, Integer> warmPeerGroup = new HashMap<>(); // by role: the most sockets a process of it held to one peer
         for (ProcessResources b : baseline.values()) {
             warmRdmaThreads.merge(b.role(), b.rdmaThreads(), Math::max);
+            warmPeerGroup.merge(b.role(), b.largestPeerGroup(), Math::max);
         }
         while (true) {
             Map<String, ProcessResources> now = resources(rdma.report(cluster.workers, Duration.ofMinutes(2)));
@@ -574,7 +576,7 @@ public final class RingSession implements AutoCloseable {
                     continue;
                 }
                 changes.add(e.getValue().change(b));
-                String leak = e.getValue().leaksAgainst(b, warmRdmaThreads.getOrDefault(b.role(), 0));
+                String leak = e.getValue().leaksAgainst(b, warmRdmaThreads.getOrDefault(b.role(), 0), warmPeerGroup.getOrDefault(b.role(), 0));
                 if (!leak.isEmpty()) {
                     leaks.add(e.getKey() + " (pid " + b.pid() + "): " + leak);
                 }

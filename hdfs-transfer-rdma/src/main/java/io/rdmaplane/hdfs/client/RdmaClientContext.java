@@ -18,7 +18,6 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.util.Collections;
-import java.util.HexFormat;
 import java.util.Map;
 import java.util.WeakHashMap;
 import java.util.concurrent.ConcurrentHashMap;
@@ -72,9 +71,10 @@ final class RdmaClientContext {
     /** Token sessions kept for reuse (a pread opens a reader per call); the least recently used beyond it are closed. */
     static final int TOKEN_SESSIONS_KEPT = 256;
     /**
-     * Connections of their own per (DataNode service, block token): a DataNode with block tokens on binds
-     * a session to the token it was opened with, so each block's reads go through a session of its token.
-     * One unused for {@code tokenSession.idle} is closed (a reader still using it falls back to TCP).
+     * Connections of their own per (DataNode service, block pool, token user): a DataNode with block tokens on
+     * opens a session for a valid token and serves it the blocks of that token's pool and user, each request
+     * checked with its own token. One unused for {@code tokenSession.idle} is closed (a reader still using it
+     * falls back to TCP).
      */
     private final TokenSessions<PeerConnection> tokenSessions;
     /** Closes idle token sessions, a few times per idle bound. */
@@ -164,8 +164,9 @@ final class RdmaClientContext {
 
     /**
      * The connection to read a block from the DataNode service at {@code service} with {@code token}
-     * (Hadoop {@code Token.write} bytes): with a token that carries a password (block tokens on), a
-     * session of that token's own, proving its password; without one, the JVM's shared connection.
+     * (Hadoop {@code Token.write} bytes): with a token that carries a password (block tokens on), the
+     * session of its pool and user, opened proving the password of the first such token; without one, the
+     * JVM's shared connection.
      *
      * @throws IOException when the token bytes are malformed (the read goes over TCP)
      */
@@ -177,11 +178,14 @@ final class RdmaClientContext {
         if (!BlockTokens.hasPassword(parsed)) {
             return policy.peer(service);
         }
-        // the password too: a token with the same identifier and another password is another credential
-        String key = service + "/" + HexFormat.of().formatHex(parsed.getIdentifier()) + "/"
-                + HexFormat.of().formatHex(parsed.getPassword());
-        return tokenSessions.get(key, existing -> !existing.isFailed(),
-                () -> policy.dedicated(service, new ClientCredential(parsed.getIdentifier(), parsed.getPassword())), System.nanoTime());
+        // the DataNode serves a session any block of its token's pool and user, each request with its own token:
+        // one session per (DataNode, pool, user), opened with the first token it reads with
+        BlockTokenIdentifier id = BlockTokens.identifier(parsed.getIdentifier());
+        String key = service + "/" + id.getBlockPoolId() + "/" + id.getUserId();
+        return tokenSessions.get(key, existing -> !existing.isFailed(), () -> {
+            count("hdfs.client.tokenSessions.opened");
+            return policy.dedicated(service, new ClientCredential(parsed.getIdentifier(), parsed.getPassword()));
+        }, System.nanoTime());
     }
 
     /** A reader reads through {@code connection}: if it is a token session, it is not idle. */

@@ -287,7 +287,7 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
                 throw new Fallback(refused.status.name(), refused.getMessage(), null);
             }
             if (cause instanceof io.rdmaplane.rdma.policy.PeerUnavailableException && peer.isAuthenticationRefused()) {
-                // the DataNode (or this client, checking the DataNode's proof) refused the session of this block's token
+                // the DataNode (or this client, checking the DataNode's proof) refused the session of the block's token
                 ctx.refuse(block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(),
                         block.getBlock().getGenerationStamp(), dataNode, negativeNanos);
                 throw new Fallback(Status.TOKEN_REFUSED.name(), "the DataNode's session refused the block token: "

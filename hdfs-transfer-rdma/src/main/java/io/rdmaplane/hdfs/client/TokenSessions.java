@@ -11,11 +11,11 @@ import java.util.function.Predicate;
 import java.util.function.Supplier;
 
 /**
- * The client's sessions of their own per (DataNode service, block token), kept for reuse: a pread opens a reader per
- * call, and each block's reads go through a session of its token. Bounded twice: at most {@code kept} (the least
- * recently used beyond are closed), and a session unused for {@code idleNanos} is closed by {@link #closeIdle} (the
- * NameNode hands out new tokens on every lookup, so without it every query's blocks would leave sessions, and their
- * sockets on both ends, behind until {@code kept} is reached). A reader still using a closed session falls back to TCP.
+ * The client's sessions of their own per key (DataNode service, block pool, token user), kept for reuse: a pread
+ * opens a reader per call, and all of a user's blocks on a DataNode are read through one session. Bounded twice: at
+ * most {@code kept} (the least recently used beyond are closed), and a session unused for {@code idleNanos} is closed
+ * by {@link #closeIdle} (so the sockets of a DataNode no longer read from, or of a user gone, are not kept on both
+ * ends). A reader still using a closed session falls back to TCP.
  * Thread-safe.
  */
 final class TokenSessions<C> {

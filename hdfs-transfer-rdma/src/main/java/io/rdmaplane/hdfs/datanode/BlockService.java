@@ -12,6 +12,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32C;
 import org.apache.hadoop.hdfs.protocol.BlockLocalPathInfo;
@@ -28,8 +29,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Answers block requests on a DataNode: checks the block access token (the request's, and that the
- * client's session was opened with a token of the same block: {@link BlockTokenAuthenticator}), finds the finalized
+ * Answers block requests on a DataNode: checks the block access token (the request's, for this block, and that the
+ * client's session was opened with a token of the same pool and user: {@link BlockTokenAuthenticator}), finds the finalized
  * replica through the dataset interface, checks its generation stamp and length, and hands out
  * a chunk-aligned range of the replica's registered mapping with its CRC32C and stored chunk
  * checksums. Public DataNode APIs only.
@@ -86,14 +87,21 @@ final class BlockService implements AutoCloseable {
         long grantUntil = Long.MAX_VALUE; // without tokens, for as long as the region lives
         if (tokens != null) {
             try {
-                if (!(peer.binding() instanceof BlockTokenIdentifier session) || !session.getBlockPoolId().equals(request.poolId())
-                        || session.getBlockId() != request.blockId()) {
-                    throw new IOException("the client's session was not opened with a token of this block");
+                if (!(peer.binding() instanceof BlockTokenIdentifier session)) {
+                    throw new IOException("the client's session was not opened with a block access token");
                 }
                 Token<BlockTokenIdentifier> token = BlockTokens.decode(request.token()); // lengths bounded before allocation
+                // the request's token is the capability: this block, READ, its password, not expired
                 tokens.checkAccess(token, null, block, BlockTokenIdentifier.AccessMode.READ);
+                BlockTokenIdentifier granted = identifier(token);
+                // the session proved a token of the same pool for the same user: the same principal, whichever block
+                // it was opened for (a session per block would cost a connection per block read)
+                if (!session.getBlockPoolId().equals(granted.getBlockPoolId())
+                        || !Objects.equals(session.getUserId(), granted.getUserId())) {
+                    throw new IOException("the client's session was opened with a token of another block pool or user");
+                }
                 // the descriptor READs nothing once its token, or its session's, has expired
-                grantUntil = Math.min(expiry(token), session.getExpiryDate());
+                grantUntil = Math.min(granted.getExpiryDate(), session.getExpiryDate());
             } catch (IOException | RuntimeException e) {
                 tokenRefused.incrementAndGet();
                 LOG.warn("RDMA block service: refused the block access token from {} for block {}: {}", peer.address(),
@@ -184,11 +192,11 @@ final class BlockService implements AutoCloseable {
                 rangeCrc, layout.typeId(), bpc, sums);
     }
 
-    /** The expiry date (epoch millis) of a token {@code checkAccess} has accepted, so its identifier is sound. */
-    private static long expiry(Token<BlockTokenIdentifier> token) throws IOException {
+    /** The identifier of a token {@code checkAccess} has accepted, so its identifier is sound. */
+    private static BlockTokenIdentifier identifier(Token<BlockTokenIdentifier> token) throws IOException {
         BlockTokenIdentifier id = new BlockTokenIdentifier();
         id.readFields(new DataInputStream(new ByteArrayInputStream(token.getIdentifier())));
-        return id.getExpiryDate();
+        return id;
     }
 
     /** True while the replica behind a region is still finalized with the same generation stamp. */

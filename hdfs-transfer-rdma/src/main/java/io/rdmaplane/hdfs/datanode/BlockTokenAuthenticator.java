@@ -13,8 +13,10 @@ import org.apache.hadoop.hdfs.security.token.block.BlockTokenIdentifier;
  * token's identifier and proves the token's password, which only a holder of the token (or of the
  * block keys) knows; the DataNode derives it from the identifier with its secret manager
  * ({@code retrievePassword}, which refuses an expired token and an unknown key). The session is bound
- * to that token: its block, access modes and expiry ({@link BlockService} grants descriptors of that
- * block only, until then), and it ends when the token expires.
+ * to that token's block pool, user and expiry: {@link BlockService} grants a descriptor of a block only
+ * for a request that carries a valid READ token of that block for the same pool and user, until the
+ * earlier of both expiries, and the session ends when its token expires. One session serves all the
+ * blocks a client reads from this DataNode, each with its own token, as HDFS's TCP path checks them.
  */
 final class BlockTokenAuthenticator implements SessionAuthenticator {
     private final BlockPoolTokenSecretManager tokens;

@@ -113,8 +113,8 @@ public final class RdmaDataNodePlugin implements ServicePlugin, Configurable, Rd
             };
             this.service = new BlockService(view, node, c.get(HdfsRdmaConfig.DN_REGISTERED_CAP),
                     c.get(HdfsRdmaConfig.DN_LEASE).toNanos());
-            // With block tokens, a client opens its session with a block token of the block it reads, proving the
-            // token's password; without them, no proof is asked for and the server logs that its data plane is open.
+            // With block tokens, a client opens its session with a valid block token, proving the token's password
+            // (each request then brings its block's own token); without them, no proof is asked for and the server logs that its data plane is open.
             BlockTokenAuthenticator authenticator = tokens
                     ? new BlockTokenAuthenticator(dn.getBlockPoolTokenSecretManager(), this.service.tokenRefused) : null;
             server = new PolicyServer(node, PolicyKeys.policyOptions(c, null), PolicyKeys.serverLimits(c), metrics,

@@ -118,8 +118,14 @@ class BlockServiceTest {
     /** {@code peer} in a session opened with a READ token of {@code blockId}. */
     private static PeerIdentity boundTo(PeerIdentity peer, BlockTokenSecretManager issuer, long blockId) throws Exception {
         byte[] token = token(issuer, blockId, BlockTokenIdentifier.AccessMode.READ);
-        BlockTokenIdentifier session = io.rdmaplane.hdfs.BlockTokens.identifier(io.rdmaplane.hdfs.BlockTokens.decode(token)
-                .getIdentifier());
+        return bound(peer, io.rdmaplane.hdfs.BlockTokens.identifier(io.rdmaplane.hdfs.BlockTokens.decode(token).getIdentifier()));
+    }
+
+    /** {@code peer} in a session bound to {@code session} (what {@link BlockTokenAuthenticator} would have proved). */
+    private static PeerIdentity bound(PeerIdentity peer, BlockTokenIdentifier session) {
+        if (session.getExpiryDate() == 0) {
+            session.setExpiryDate(System.currentTimeMillis() + TimeUnit.MINUTES.toMillis(10));
+        }
         return new PeerIdentity(peer.instance(), peer.address(), peer.grants(), session);
     }
 
@@ -413,23 +419,45 @@ class BlockServiceTest {
         assertEquals(5, service.refused.get());
     }
 
-    /** The DataNode's session proof: a valid token of one block opens no descriptor of another, nor does no session. */
+    /**
+     * The DataNode's session proof: a session opened with a token of one block is served another block of the same pool
+     * and user when the request carries that block's own valid token (one session per client, not per block), and
+     * nothing with another block's token; a session of another user's or another pool's token, or of no token, is served
+     * nothing.
+     */
     @Test
-    void withTokensEnabledASessionOpenedWithAnotherBlocksTokenOrWithNoneIsServedNothing() throws Exception {
+    void withTokensEnabledASessionOfTheSameUserAndPoolIsServedEachBlockWithItsOwnToken() throws Exception {
         BlockTokenSecretManager issuer = enableTokens();
         dataNode.add(15, GS, FakeDataNode.bytes(LENGTH, 15));
+        dataNode.add(16, GS, FakeDataNode.bytes(LENGTH, 16));
         byte[] valid = token(issuer, 15, BlockTokenIdentifier.AccessMode.READ);
+        PeerIdentity blockSixteens = boundTo(PEER, issuer, 16);
+        Response served = Response.decode(service.handle(blockSixteens, request(15, GS, 0, 100, 1 << 20, false, valid).encode()));
+        assertEquals(Status.OK, served.status(), "block 15 with its own token, in the session of block 16's token");
+        assertArrayEquals(Arrays.copyOf(FakeDataNode.bytes(LENGTH, 15), 512), read(served));
+        Response otherToken = Response.decode(service.handle(blockSixteens,
+                request(15, GS, 0, 100, 1 << 20, false, token(issuer, 16, BlockTokenIdentifier.AccessMode.READ)).encode()));
+        assertEquals(Status.TOKEN_REFUSED, otherToken.status(), "block 15 with block 16's token");
+        assertEquals(1, service.tokenRefused.get());
+
         PeerIdentity[] sessions = {
-            boundTo(PEER, issuer, 16), // a session of block 16's token asks for block 15 with block 15's token
-            PEER, // a session bound to no token
+            bound(stranger(), new BlockTokenIdentifier("mallory", POOL, 16, EnumSet.of(BlockTokenIdentifier.AccessMode.READ),
+                    new StorageType[] {StorageType.DEFAULT}, new String[] {"DS-fake"}, false)), // another user's token
+            bound(stranger(), new BlockTokenIdentifier("reader", "BP-other", 16, EnumSet.of(BlockTokenIdentifier.AccessMode.READ),
+                    new StorageType[] {StorageType.DEFAULT}, new String[] {"DS-fake"}, false)), // another pool's
+            stranger(), // a session bound to no token
         };
         for (PeerIdentity session : sessions) {
             Response refused = Response.decode(service.handle(session, request(15, GS, 0, 100, 1 << 20, false, valid).encode()));
             assertEquals(Status.TOKEN_REFUSED, refused.status());
             assertEquals(0, session.grants().size(), "nothing granted");
         }
-        assertEquals(2, service.tokenRefused.get());
-        assertEquals(Status.OK, ask(request(15, GS, 0, 100, 1 << 20, false, valid)).status(), "its own token's session is served");
+        assertEquals(4, service.tokenRefused.get());
+    }
+
+    /** A client of its own, with no grants yet. */
+    private static PeerIdentity stranger() {
+        return new PeerIdentity(UUID.randomUUID(), new InetSocketAddress("127.0.0.1", 4244));
     }
 
     /** A token whose identifier (legacy layout) is {@code prefix}: what Hadoop's readers would allocate for. */

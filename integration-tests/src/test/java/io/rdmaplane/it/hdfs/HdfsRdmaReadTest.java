@@ -110,7 +110,9 @@ class HdfsRdmaReadTest {
         long servedBefore = served();
         long tokenRefusals = tokenRefusals();
         long checksumFailures = counter("rdma.checksum.failures");
+        long sessionsOpened = counter("hdfs.client.tokenSessions.opened");
         long total = 0;
+        int blocks = 0;
         for (int size : SIZES) {
             byte[] expected = HdfsCluster.bytes(size, size);
             for (int buffer : new int[] {1 << 20, 8191}) {
@@ -119,6 +121,7 @@ class HdfsRdmaReadTest {
                     assertEquals(-1, in.read());
                 }
                 total += size;
+                blocks += (size + HdfsCluster.BLOCK - 1) / HdfsCluster.BLOCK;
             }
             try (FSDataInputStream in = hdfs.stock.open(new Path("/f" + size))) {
                 assertArrayEquals(expected, HdfsCluster.readAll(in, 65536), "stock client, file of " + size + " B");
@@ -129,6 +132,10 @@ class HdfsRdmaReadTest {
         assertEquals(checksumFailures, counter("rdma.checksum.failures"));
         assertTrue(served() > servedBefore, "the DataNodes served the windows (good block tokens accepted)");
         assertEquals(tokenRefusals, tokenRefusals());
+        // every open brings new block tokens; the client's session with a DataNode serves them all (one per DataNode,
+        // a second when one idled out meanwhile), not one session per block
+        long opened = counter("hdfs.client.tokenSessions.opened") - sessionsOpened;
+        assertTrue(opened <= 4, opened + " token sessions opened for " + blocks + " blocks read from 2 DataNodes");
     }
 
     static long tokenRefusals() {
@@ -283,8 +290,8 @@ class HdfsRdmaReadTest {
         long fallbacks = counter("hdfs.client.fallback.TOKEN_REFUSED");
         got = readBlockThroughBuilder(first, serialize(tampered), 1000);
         assertArrayEquals(java.util.Arrays.copyOfRange(expected, 0, 1000), got);
-        // refused at the session's handshake (the DataNode proves the real password, the client finds it is not its
-        // own): the DataNode is asked for nothing
+        // refused by the DataNode's check of the request's token (in the session the good token opened), or at the
+        // handshake of a session the tampered token opens: nothing is served either way
         assertEquals(servedBefore, served(), "nothing served for the tampered token");
         assertEquals(fallbacks + 1, counter("hdfs.client.fallback.TOKEN_REFUSED"));
     }
@@ -326,9 +333,9 @@ class HdfsRdmaReadTest {
     }
 
     /**
-     * Issue 11, the DataNode's session proof: a client opens a session only with a valid READ token of the
-     * block it reads, proving the token's password. No token, a tampered or forged password, an expired token:
-     * no session, no READ. Another block's valid token: a session, but no descriptor of this block.
+     * Issue 11, the DataNode's session proof: a client opens a session only with a valid READ token, proving the
+     * token's password. No token, a tampered or forged password, an expired token: no session, no READ. A session
+     * opened with another block's valid token: served this block only with this block's own token in the request.
      */
     @Test
     void onlyAValidTokenOfTheBlockOpensASessionThatReadsIt() throws Exception {
@@ -383,10 +390,11 @@ class HdfsRdmaReadTest {
             }
             assertEquals(refusedBefore + 1, tokenRefusals(), "the expired token is refused by the DataNode itself");
 
-            // another block's valid token: a session of that block; this block's token in the request does not change it
+            // a session of another block's valid token: asking for this block with the other block's token is refused,
+            // with this block's own token it is served (to that session only: the owner's key still READs nothing there)
             try (PolicyClient attacker = new PolicyClient(node, PolicyOptions.defaults(), new PolicyMetrics())) {
                 PeerConnection peer = attacker.dedicated(service, credential(otherBlocks));
-                BlockProtocol.Response refusedAnswer = ask(peer, first, good);
+                BlockProtocol.Response refusedAnswer = ask(peer, first, otherBlocks);
                 assertEquals(BlockProtocol.Status.TOKEN_REFUSED, refusedAnswer.status(), refusedAnswer.message());
                 MemoryRegion stolen = node.register(ByteBuffer.allocateDirect(block.length()), EnumSet.of(Access.LOCAL_WRITE));
                 ExecutionException e = assertThrows(ExecutionException.class,
@@ -394,6 +402,12 @@ class HdfsRdmaReadTest {
                 assertEquals(Status.REMOTE_ACCESS_ERROR, assertInstanceOf(TransportException.class, e.getCause().getCause()).status());
                 assertArrayEquals(new byte[block.length()], bytesOf(stolen), "another block's session READ nothing of this one");
                 assertEquals(refusedBefore + 2, tokenRefusals());
+                BlockProtocol.Response servedAnswer = ask(peer, first, good);
+                assertEquals(BlockProtocol.Status.OK, servedAnswer.status(), servedAnswer.message());
+                RemoteBlock granted = new RemoteBlock(servedAnswer.address(), servedAnswer.rkey(), servedAnswer.rangeLength(),
+                        servedAnswer.crc32c());
+                peer.read(granted, stolen, 0).get(WAIT_SECONDS, TimeUnit.SECONDS);
+                assertArrayEquals(read, java.util.Arrays.copyOf(bytesOf(stolen), read.length), "its own grant READs the block");
             }
         }
     }

@@ -69,16 +69,21 @@ public final class RingDriver implements AutoCloseable {
     /**
      * A shuffle's size: records, map tasks, reduce tasks, and the least time a reduce task takes; {@code paced}: that
      * time is spread over the task's records (it reads them slowly, so its fetches go on through it) rather than spent
-     * after them.
+     * after them, and each reduce task marks in {@link #readingMarks} when its READs go on ({@code RingJob.ReadingMark}).
      */
     public record Workload(long records, int maps, int reduces, long slowMillis, boolean paced) {
         public Workload(long records, int maps, int reduces, long slowMillis) {
             this(records, maps, reduces, slowMillis, false);
         }
 
-        String command(String name) {
-            return "shuffle " + name + " " + records + " " + maps + " " + reduces + " " + slowMillis + (paced ? " paced" : "");
+        String command(String name, java.nio.file.Path marks) {
+            return "shuffle " + name + " " + records + " " + maps + " " + reduces + " " + slowMillis + (paced ? " paced " + marks : "");
         }
+    }
+
+    /** Where the paced reduce tasks of shuffle {@code name} mark that their READs go on: {@code <this>/<name>-<partition>}. */
+    java.nio.file.Path readingMarks() {
+        return cluster.dir.resolve("reading-marks");
     }
 
     final RingCluster cluster;
@@ -105,7 +110,14 @@ public final class RingDriver implements AutoCloseable {
     /** Runs a shuffle; {@code atReduce} (a fault) runs when its reduce stage is submitted, before its result is awaited. */
     public Result shuffle(String name, Workload w, Runnable atReduce, Duration deadline) {
         resubmits = 0;
-        process.send(w.command(name));
+        if (w.paced()) {
+            try {
+                java.nio.file.Files.createDirectories(readingMarks());
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+        process.send(w.command(name, readingMarks()));
         if (atReduce != null) {
             String line = awaitLine(l -> l.equals("RING-REDUCING " + name) || l.startsWith("RING-FAILED " + name + " "), deadline,
                     "the reduce stage of " + name + " started");

@@ -2,6 +2,7 @@ package io.rdmaplane.it.cluster;
 
 import io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder;
 import io.rdmaplane.spark.RdmaShuffleManager;
+import io.rdmaplane.spark.ShuffleMetrics;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
@@ -20,6 +21,7 @@ import org.apache.spark.HashPartitioner;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.ShuffleDependency;
+import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
@@ -33,10 +35,11 @@ import scala.Tuple2;
  * It reads commands from its standard input, one a line, and answers on its output with lines starting
  * {@code RING-}:
  * <ul>
- * <li>{@code shuffle NAME RECORDS MAPS REDUCES SLOW_MS [paced]}: a shuffle of RECORDS generated records (a 64-byte value
- * each) from MAPS map tasks into REDUCES reduce tasks, each lasting at least SLOW_MS, so that reduce tasks start
+ * <li>{@code shuffle NAME RECORDS MAPS REDUCES SLOW_MS [paced MARKS]}: a shuffle of RECORDS generated records (a 64-byte
+ * value each) from MAPS map tasks into REDUCES reduce tasks, each lasting at least SLOW_MS, so that reduce tasks start
  * in waves and READs go on through the stage ({@code paced}: each task reads its records slowly, pausing
- * {@value #PACE_STEPS} times, so that its fetches go on through the task). Prints {@code RING-MAPS NAME shuffle=ID EXECUTOR=MAP_ID,...} (the
+ * {@value #PACE_STEPS} times, so that its fetches go on through the task, and marks in the directory MARKS when they
+ * do: {@link ReadingMark}). Prints {@code RING-MAPS NAME shuffle=ID EXECUTOR=MAP_ID,...} (the
  * shuffle's id and each executor's map ids) and {@code RING-REDUCING NAME} when the reduce stage is submitted (the
  * moment a fault is injected), then {@code RING-RESULT NAME count=.. hash=.. expectedCount=..
  * expectedHash=.. millis=..} or {@code RING-FAILED NAME why}. The hash is an order-free sum over the records,
@@ -95,7 +98,7 @@ public final class RingJob {
                 try {
                     switch (w[0]) {
                         case "shuffle" -> shuffle(sc, w[1], Long.parseLong(w[2]), Integer.parseInt(w[3]), Integer.parseInt(w[4]),
-                                Long.parseLong(w[5]), w.length > 6 && w[6].equals("paced"));
+                                Long.parseLong(w[5]), w.length > 7 && w[6].equals("paced") ? w[7] : null);
                         case "tpcds-write" -> RingTpcds.write(sc, w[1], List.of(w).subList(2, w.length));
                         case "tpcds-query" -> RingTpcds.query(sc, w[1], w[2], java.nio.file.Path.of(w[3]), List.of(w).subList(4, w.length));
                         case "report" -> report(sc, Integer.parseInt(w[1]));
@@ -132,9 +135,12 @@ public final class RingJob {
     /** Pauses of a paced reduce task: its least time in this many steps, one every 1/PACE_STEPS of its expected records. */
     static final int PACE_STEPS = 40;
 
-    private static void shuffle(JavaSparkContext sc, String name, long records, int maps, int reduces, long slowMillis, boolean paced) {
+    /** {@code marks}: the directory of a paced shuffle's {@link ReadingMark}s; null: not paced. */
+    private static void shuffle(JavaSparkContext sc, String name, long records, int maps, int reduces, long slowMillis, String marks) {
+        boolean paced = marks != null;
         long perMap = records / maps;
-        long pauseEvery = Math.max(1, records / reduces / PACE_STEPS);
+        long perReduce = records / reduces;
+        long pauseEvery = Math.max(1, perReduce / PACE_STEPS);
         long started = System.nanoTime();
         begin(name);
         List<long[]> parts;
@@ -153,12 +159,14 @@ public final class RingJob {
                     .mapPartitions(it -> {
                         long n = 0;
                         long h = 0;
+                        ReadingMark mark = paced ? new ReadingMark(java.nio.file.Path.of(marks, name + "-" + TaskContext.getPartitionId())) : null;
                         while (it.hasNext()) {
                             Tuple2<Long, byte[]> r = it.next();
                             n++;
                             h += recordHash(r._1(), r._2());
                             if (paced && n % pauseEvery == 0) {
                                 Thread.sleep(slowMillis / PACE_STEPS); // read slowly: the fetcher asks for more blocks as this takes them
+                                mark.pause(n, perReduce);
                             }
                         }
                         if (!paced) {
@@ -183,6 +191,40 @@ public final class RingJob {
         }
         say("RING-RESULT " + name + " count=" + count + " hash=" + Long.toHexString(hash) + " expectedCount=" + perMap * maps
                 + " expectedHash=" + Long.toHexString(expectedHash) + " millis=" + millis);
+    }
+
+    /** Pauses of a paced reduce task at which its executor's RDMA block count grew (after its first) before it marks. */
+    static final int READING_GROWTH_PAUSES = 2;
+
+    /**
+     * A paced reduce task's sign to the harness that its READs go on in the middle of the task, where a fault can
+     * meet them whatever the machine's speed: the file {@code MARKS/NAME-PARTITION}, written once its executor's count
+     * of blocks READ over RDMA has grown at {@value #READING_GROWTH_PAUSES} of the task's pauses after the first (fetches
+     * that follow the task's reading, not its first burst) while a quarter of its records or more is still to come
+     * (and with them more fetches: Spark's fetcher asks for blocks as the task takes them, within maxSizeInFlight).
+     * Under sort shuffle the count stays 0 and nothing is marked.
+     */
+    static final class ReadingMark {
+        private final java.nio.file.Path file;
+        private long lastBlocks = -1;
+        private int grew;
+        private boolean marked;
+
+        ReadingMark(java.nio.file.Path file) {
+            this.file = file;
+        }
+
+        void pause(long read, long expected) throws java.io.IOException {
+            long blocks = Long.parseLong(RdmaShuffleManager.executorReport().getOrDefault(ShuffleMetrics.FETCH_RDMA_BLOCKS, "0"));
+            if (lastBlocks >= 0 && blocks > lastBlocks) {
+                grew++;
+            }
+            lastBlocks = blocks;
+            if (!marked && grew >= READING_GROWTH_PAUSES && read * 4 <= expected * 3) {
+                marked = true;
+                java.nio.file.Files.writeString(file, "read=" + read + " of " + expected + " rdmaBlocks=" + blocks + "\n");
+            }
+        }
     }
 
     private static void report(JavaSparkContext sc, int executors) {

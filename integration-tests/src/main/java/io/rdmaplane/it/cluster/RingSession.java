@@ -433,7 +433,7 @@ public final class RingSession implements AutoCloseable {
                 } else if (flip != null) {
                     staleReads[0] = flipReadPayloads(before, flip);
                 } else if (flap) {
-                    flapWhileReading(detail, cut);
+                    flapWhileReading(name, detail, cut);
                 } else {
                     inject(fault, detail);
                 }
@@ -740,42 +740,41 @@ public final class RingSession implements AutoCloseable {
         return executors.get(0);
     }
 
-    /** How long the flap waits for READs going on on every worker host before it cuts anyway (and the case fails). */
+    /** How long the flap waits for every reduce task's mark that its READs go on before it cuts anyway (and the check is skipped). */
     static final Duration READS_EVIDENCE_DEADLINE = Duration.ofMinutes(1);
-    /** Polls in a row in which READ responses arrived on every worker host: READs going on, not one task's first burst. */
-    static final int READS_EVIDENCE_POLLS = 3;
+    /** How the row says the flap came while READs went on (what {@code HostRingTest} looks for before it checks the storm). */
+    static final String CUT_WHILE_READING = "cut while every reduce task's READs went on";
 
     /**
-     * ALL_LINKS_FLAP_1S on the shuffle: once READ responses are arriving on every worker host (its executor's sockets
-     * to other executors' RDMA port received bytes in {@link #READS_EVIDENCE_POLLS} polls in a row, from {@code ss}),
-     * every link goes down for 1 s. {@code cut} gets the moments the links went down and came up (epoch microseconds).
+     * ALL_LINKS_FLAP_1S on the shuffle: once every reduce task of {@code name} has marked that its READs go on in the
+     * middle of the task ({@code RingJob.ReadingMark}: its executor's RDMA block count grew at two of its pauses while a
+     * quarter of its records was still to come), every link goes down for 1 s. The tasks' own marks, not the harness's
+     * view of the sockets, decide, so the cut meets READs on a fast machine as on a loaded one (polling {@code ss} for
+     * bytes arriving in 3 polls in a row saw none on a quiet host: the paced fetches come in bursts shorter than a poll).
+     * {@code cut} gets the moments the links went down and came up (epoch microseconds).
      */
-    private void flapWhileReading(StringBuilder detail, long[] cut) {
+    private void flapWhileReading(String name, StringBuilder detail, long[] cut) {
         List<Integer> workers = new ArrayList<>();
         for (int h = 1; h < ring.hosts(); h++) {
             workers.add(h);
         }
+        List<java.nio.file.Path> marks = new ArrayList<>();
+        for (int p = 0; p < FLAP_WORKLOAD.reduces(); p++) {
+            marks.add(rdma.readingMarks().resolve(name + "-" + p));
+        }
         long started = System.nanoTime();
         long end = started + READS_EVIDENCE_DEADLINE.toNanos();
-        Map<Integer, Long> last = new java.util.HashMap<>();
-        Map<Integer, Integer> streak = new java.util.HashMap<>();
-        int polls = 0;
-        boolean evidence = false;
-        while (!evidence && System.nanoTime() < end) {
-            polls++;
-            for (int h : workers) {
-                long received = readResponseBytes(h);
-                Long before = last.put(h, received);
-                streak.put(h, before != null && received > before ? streak.getOrDefault(h, 0) + 1 : 0);
-            }
-            evidence = workers.stream().allMatch(h -> streak.get(h) >= READS_EVIDENCE_POLLS);
-            if (!evidence) {
-                pause(50); // the poll's period
-            }
+        while (!marks.stream().allMatch(java.nio.file.Files::exists) && System.nanoTime() < end) {
+            pause(10); // the poll's period: a task's pauses are 100 ms apart
         }
-        detail.append(evidence ? String.format(Locale.ROOT, "cut once READ responses arrived on hosts %s in %d polls in a row (%d ms, %d polls"
-                + " after the reduce stage was submitted)", workers, READS_EVIDENCE_POLLS, (System.nanoTime() - started) / 1_000_000, polls)
-                : "NO EVIDENCE of READs going on on hosts " + workers + " within " + READS_EVIDENCE_DEADLINE.toSeconds() + " s: cut anyway");
+        if (marks.stream().allMatch(java.nio.file.Files::exists)) {
+            detail.append(String.format(Locale.ROOT, "%s (%d ms after the reduce stage was submitted; marks: %s)", CUT_WHILE_READING,
+                    (System.nanoTime() - started) / 1_000_000, marks.stream().map(RingSession::readMark).collect(java.util.stream.Collectors.joining(", "))));
+        } else {
+            detail.append("NO EVIDENCE of READs going on in every reduce task within ").append(READS_EVIDENCE_DEADLINE.toSeconds())
+                    .append(" s (marks present: ").append(marks.stream().filter(java.nio.file.Files::exists).map(p -> p.getFileName().toString()).toList())
+                    .append("): cut anyway");
+        }
         List<Integer> all = new ArrayList<>(workers);
         all.add(0, 0);
         cut[0] = epochMicros();
@@ -788,15 +787,12 @@ public final class RingSession implements AutoCloseable {
         }
     }
 
-    /** Bytes {@code host}'s sockets to executors' RDMA port have received (READ responses, LOCATE answers), from {@code ss -i}. */
-    private long readResponseBytes(int host) {
-        String out = ring.exec(host, "ss", "-Htin", "state", "established", "dport", "=", ":" + RingCluster.RDMA_PORT);
-        long sum = 0;
-        java.util.regex.Matcher m = java.util.regex.Pattern.compile("bytes_received:(\\d+)").matcher(out);
-        while (m.find()) {
-            sum += Long.parseLong(m.group(1));
+    private static String readMark(java.nio.file.Path mark) {
+        try {
+            return mark.getFileName() + " " + java.nio.file.Files.readString(mark).trim();
+        } catch (java.io.IOException e) {
+            return mark.getFileName() + " (unreadable: " + e.getMessage() + ")";
         }
-        return sum;
     }
 
     static long epochMicros() {

@@ -26,12 +26,12 @@ public final class RingSession implements AutoCloseable {
     /** The shuffle every case runs: 16 maps into 16 reduce tasks of at least 300 ms each, so READs go on through the stage. */
     static final RingDriver.Workload WORKLOAD = new RingDriver.Workload(200_000, 16, 16, 300);
     /**
-     * The switch flap's shuffle: 64 maps into 2 reduce tasks (one on each executor, started together) that read their
-     * records slowly for at least 4 s, so that each asks for more remote blocks through the whole task: READs go on on
-     * every executor when the links are cut (the usual shuffle's tasks fetch all their blocks in their first
-     * milliseconds, and while every link is down no new task reaches an executor).
+     * The link faults' shuffle ({@link Fault#cutsWhileReading}): 64 maps into 2 reduce tasks (one on each executor,
+     * started together) that read their records slowly for at least 4 s, so that each asks for more remote blocks
+     * through the whole task: READs go on on every executor when the links are cut (the usual shuffle's tasks fetch all
+     * their blocks in their first milliseconds, and while a link is down no new task reaches its executor).
      */
-    static final RingDriver.Workload FLAP_WORKLOAD = new RingDriver.Workload(400_000, 64, 2, 4_000, true);
+    static final RingDriver.Workload PACED_WORKLOAD = new RingDriver.Workload(400_000, 64, 2, 4_000, true);
     static final Duration JOB_DEADLINE = Duration.ofMinutes(4);
     /** The TPC-DS tables' generation (on the driver) and write: the session's longest job (155 s on a loaded 2-core machine). */
     static final Duration TABLES_DEADLINE = Duration.ofMinutes(10);
@@ -63,6 +63,14 @@ public final class RingSession implements AutoCloseable {
 
         Fault(String description) {
             this.description = description;
+        }
+
+        /**
+         * Link faults: cut while every reduce task of {@link #PACED_WORKLOAD} READs ({@code RingJob.ReadingMark}), so
+         * the cut meets READs in flight and the detection window, the reconnects and the fallbacks are what is tested.
+         */
+        boolean cutsWhileReading() {
+            return this == LINK_DOWN_150MS || this == LINK_DOWN_2S || this == LINK_DOWN_30S || this == ALL_LINKS_FLAP_1S;
         }
     }
 
@@ -168,9 +176,9 @@ public final class RingSession implements AutoCloseable {
     public final HostRing ring;
     public final RingCluster cluster;
     final RingDriver.Result sortBaseline;
-    /** {@link #FLAP_WORKLOAD} under sort shuffle, and a clean RDMA run of it (warm, what the flap's extra time is measured against). */
-    final RingDriver.Result sortFlap;
-    private final RingDriver.Result cleanFlap;
+    /** {@link #PACED_WORKLOAD} under sort shuffle, and a clean RDMA run of it (warm, what the link faults' extra time is measured against). */
+    final RingDriver.Result sortPaced;
+    private final RingDriver.Result cleanPaced;
     final RingDriver.Result rdmaBaseline;
     final RingDriver.Reports reportsAfterBaseline;
     /** A clean RDMA run after the first (warm): what a fault's extra time is measured against. */
@@ -193,10 +201,10 @@ public final class RingSession implements AutoCloseable {
 
     private RingSession(HostRing ring, RingCluster cluster, RingDriver.Result sort, RingDriver rdma, RingDriver.Result rdmaBaseline,
             RingDriver.Result clean, RingDriver.Reports reports, RingDriver.QueryResult sortQuery, RingDriver.QueryResult rdmaQuery,
-            RingDriver.Reports reportsAfterQuery, RingDriver.QueryResult cleanQuery, RingDriver.Result sortFlap, RingDriver.Result cleanFlap) {
+            RingDriver.Reports reportsAfterQuery, RingDriver.QueryResult cleanQuery, RingDriver.Result sortPaced, RingDriver.Result cleanPaced) {
         this.clean = clean;
-        this.sortFlap = sortFlap;
-        this.cleanFlap = cleanFlap;
+        this.sortPaced = sortPaced;
+        this.cleanPaced = cleanPaced;
         this.cleanQuery = cleanQuery;
         this.sortQuery = sortQuery;
         this.rdmaQuery = rdmaQuery;
@@ -218,13 +226,13 @@ public final class RingSession implements AutoCloseable {
         try {
             cluster = RingCluster.start(ring, lines, dir, limit);
             RingDriver.Result sort;
-            RingDriver.Result sortFlap;
+            RingDriver.Result sortPaced;
             RingDriver.QueryResult sortQuery = null;
             try (RingDriver baseline = cluster.submit("sort", false, Map.of())) {
                 sort = baseline.shuffle("baseline", WORKLOAD, null, JOB_DEADLINE);
-                sortFlap = baseline.shuffle("baseline-flap", FLAP_WORKLOAD, null, JOB_DEADLINE);
-                if (!sortFlap.equalsExpected()) {
-                    throw new IllegalStateException("the flap's shuffle under sort shuffle gave " + sortFlap + "\n" + cluster.tails());
+                sortPaced = baseline.shuffle("baseline-paced", PACED_WORKLOAD, null, JOB_DEADLINE);
+                if (!sortPaced.equalsExpected()) {
+                    throw new IllegalStateException("the paced shuffle under sort shuffle gave " + sortPaced + "\n" + cluster.tails());
                 }
                 if (cluster.hdfs()) {
                     long t0 = System.nanoTime();
@@ -255,14 +263,14 @@ public final class RingSession implements AutoCloseable {
             }
             // a second clean run, warm like the faulted ones: the time a fault adds is measured against it
             RingDriver.Result clean = rdma.shuffle("clean", WORKLOAD, null, JOB_DEADLINE);
-            RingDriver.Result cleanFlap = rdma.shuffle("clean-flap", FLAP_WORKLOAD, null, JOB_DEADLINE);
+            RingDriver.Result cleanPaced = rdma.shuffle("clean-paced", PACED_WORKLOAD, null, JOB_DEADLINE);
             System.out.println("ring: sort shuffle " + sort + "\nring: rdma shuffle " + first + "\nring: rdma shuffle again " + clean
-                    + "\nring: the flap's shuffle, sort " + sortFlap + ", rdma " + cleanFlap);
-            if (!cleanFlap.equalsExpected()) {
-                throw new IllegalStateException("the clean RDMA run of the flap's shuffle gave " + cleanFlap + "\n" + cluster.tails());
+                    + "\nring: the paced shuffle, sort " + sortPaced + ", rdma " + cleanPaced);
+            if (!cleanPaced.equalsExpected()) {
+                throw new IllegalStateException("the clean RDMA run of the paced shuffle gave " + cleanPaced + "\n" + cluster.tails());
             }
-            return new RingSession(ring, cluster, sort, rdma, first, clean, reports, sortQuery, rdmaQuery, afterQuery, cleanQuery, sortFlap,
-                    cleanFlap);
+            return new RingSession(ring, cluster, sort, rdma, first, clean, reports, sortQuery, rdmaQuery, afterQuery, cleanQuery, sortPaced,
+                    cleanPaced);
         } catch (RuntimeException | Error e) {
             if (cluster != null) {
                 System.out.println("ring: start failed: " + e.getMessage() + "\n" + cluster.tails());
@@ -421,9 +429,10 @@ public final class RingSession implements AutoCloseable {
         RingProcess[] flip = fault == Fault.FLIP_READ_PAYLOAD ? cluster.flipReaders(1, FLIP_EVERY, FLIP_MAX) : null;
         String[] staleReads = {""};
         boolean flap = fault == Fault.ALL_LINKS_FLAP_1S;
-        RingDriver.Workload workload = flap ? FLAP_WORKLOAD : WORKLOAD;
-        RingDriver.Result sortRun = flap ? sortFlap : sortBaseline;
-        RingDriver.Result cleanRun = flap ? cleanFlap : clean;
+        boolean paced = fault.cutsWhileReading();
+        RingDriver.Workload workload = paced ? PACED_WORKLOAD : WORKLOAD;
+        RingDriver.Result sortRun = paced ? sortPaced : sortBaseline;
+        RingDriver.Result cleanRun = paced ? cleanPaced : clean;
         long[] cut = {0, 0}; // the flap's links down and up again, epoch microseconds
         RingDriver.Result r;
         try {
@@ -432,8 +441,8 @@ public final class RingSession implements AutoCloseable {
                     staleReads[0] = replaceExecutor(before, stale, detail);
                 } else if (flip != null) {
                     staleReads[0] = flipReadPayloads(before, flip);
-                } else if (flap) {
-                    flapWhileReading(name, detail, cut);
+                } else if (paced) {
+                    cutWhileReading(fault, name, detail, cut);
                 } else {
                     inject(fault, detail);
                 }
@@ -740,26 +749,23 @@ public final class RingSession implements AutoCloseable {
         return executors.get(0);
     }
 
-    /** How long the flap waits for every reduce task's mark that its READs go on before it cuts anyway (and the check is skipped). */
+    /** How long a link fault waits for every reduce task's mark that its READs go on before it cuts anyway (and fails). */
     static final Duration READS_EVIDENCE_DEADLINE = Duration.ofMinutes(1);
-    /** How the row says the flap came while READs went on (what {@code HostRingTest} looks for before it checks the storm). */
+    /** How the row says a link fault came while READs went on (what {@code HostRingTest} asserts). */
     static final String CUT_WHILE_READING = "cut while every reduce task's READs went on";
 
     /**
-     * ALL_LINKS_FLAP_1S on the shuffle: once every reduce task of {@code name} has marked that its READs go on in the
-     * middle of the task ({@code RingJob.ReadingMark}: its executor's RDMA block count grew at two of its pauses while a
-     * quarter of its records was still to come), every link goes down for 1 s. The tasks' own marks, not the harness's
-     * view of the sockets, decide, so the cut meets READs on a fast machine as on a loaded one (polling {@code ss} for
-     * bytes arriving in 3 polls in a row saw none on a quiet host: the paced fetches come in bursts shorter than a poll).
-     * {@code cut} gets the moments the links went down and came up (epoch microseconds).
+     * A link fault ({@link Fault#cutsWhileReading}) on the paced shuffle: once every reduce task of {@code name} has
+     * marked that its READs go on in the middle of the task ({@code RingJob.ReadingMark}: its executor's RDMA block count
+     * grew at two of its pauses while a quarter of its records was still to come), the fault's links go down for its
+     * time. The tasks' own marks, not the harness's view of the sockets, decide, so the cut meets READs on a fast
+     * machine as on a loaded one (polling {@code ss} for bytes arriving in 3 polls in a row saw none on a quiet host:
+     * the paced fetches come in bursts shorter than a poll). {@code cut} gets the moments the links went down and came
+     * up (epoch microseconds).
      */
-    private void flapWhileReading(String name, StringBuilder detail, long[] cut) {
-        List<Integer> workers = new ArrayList<>();
-        for (int h = 1; h < ring.hosts(); h++) {
-            workers.add(h);
-        }
+    private void cutWhileReading(Fault fault, String name, StringBuilder detail, long[] cut) {
         List<java.nio.file.Path> marks = new ArrayList<>();
-        for (int p = 0; p < FLAP_WORKLOAD.reduces(); p++) {
+        for (int p = 0; p < PACED_WORKLOAD.reduces(); p++) {
             marks.add(rdma.readingMarks().resolve(name + "-" + p));
         }
         long started = System.nanoTime();
@@ -775,14 +781,10 @@ public final class RingSession implements AutoCloseable {
                     .append(" s (marks present: ").append(marks.stream().filter(java.nio.file.Files::exists).map(p -> p.getFileName().toString()).toList())
                     .append("): cut anyway");
         }
-        List<Integer> all = new ArrayList<>(workers);
-        all.add(0, 0);
         cut[0] = epochMicros();
-        all.forEach(ring::linkDown);
         try {
-            pause(1_000); // the fault's length itself
+            inject(fault, detail);
         } finally {
-            all.forEach(ring::linkUp);
             cut[1] = epochMicros();
         }
     }

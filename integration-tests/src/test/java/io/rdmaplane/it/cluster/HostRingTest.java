@@ -68,6 +68,9 @@ class HostRingTest {
         assertEquals(0, row.duplicated(), row.line());
         assertTrue(row.ok(), row.line() + "\n" + session.cluster.tails());
         assertEquals("", row.leaks(), "resources did not return to their baseline within " + RingSession.SETTLE.toSeconds() + " s:\n" + row.line());
+        if (fault.cutsWhileReading()) {
+            assertTrue(row.detail().contains(RingSession.CUT_WHILE_READING), "the link went down while every reduce task READ: " + row.line());
+        }
         if (RingSession.hitsTheQuery(fault)) {
             assertEquals(RingSession.QUERY, row.query().query(), row.line());
             assertEquals(0, row.query().lost(), row.line());
@@ -124,16 +127,25 @@ class HostRingTest {
         assertEquals(0, after.sum("hdfs.client.fallbacks") - before.sum("hdfs.client.fallbacks"), after.toString());
     }
 
+    /**
+     * Besides recovering, with READs going on in both reduce tasks: nothing fell back to Netty. (Reconnects are only
+     * reported: on tcp the cut costs TCP's retransmission timeout too, 200 ms at least, so a probe sent into the cut is
+     * answered only after that, past the detection window; the CI and local runs rebuilt one data channel per executor.)
+     */
     @Test
     @Order(10)
     void linkDown150msMidShuffle() {
-        assertRecovers(RingSession.Fault.LINK_DOWN_150MS);
+        RingSession.Row row = assertRecovers(RingSession.Fault.LINK_DOWN_150MS);
+        assertEquals(0, row.fallbackFetch(), "a 150 ms cut is ridden out without Netty: " + row.line());
     }
 
+    /** Besides recovering, with READs going on: the silence was seen (a channel went SUSPECT), and reconnecting sufficed. */
     @Test
     @Order(11)
     void linkDown2sMidShuffle() {
-        assertRecovers(RingSession.Fault.LINK_DOWN_2S);
+        RingSession.Row row = assertRecovers(RingSession.Fault.LINK_DOWN_2S);
+        assertTrue(row.suspected() > 0, "a 2 s cut under READs is detected: " + row.line());
+        assertEquals(0, row.fallbackFetch(), "a 2 s cut is within the reconnect attempts (about 16 s of backoff): " + row.line());
     }
 
     @Test
@@ -163,9 +175,6 @@ class HostRingTest {
     void allLinksFlap1s() {
         RingSession.Row row = assertRecovers(RingSession.Fault.ALL_LINKS_FLAP_1S);
         String storm = row.staleReads();
-        // The cut waits for every reduce task's mark that its READs go on (RingJob.ReadingMark), which the tasks write
-        // on any machine; a cut without them (after a minute) met no READ, and the storm below would not be there.
-        assertTrue(row.detail().contains(RingSession.CUT_WHILE_READING), "the flap came while every reduce task READ: " + row.line());
         assertTrue(storm.contains("neither reconnected nor fell back: []"), "every executor reconnected or fell back: " + row.line());
         java.util.regex.Matcher m = java.util.regex.Pattern.compile("(\\d+) process\\(es\\) reconnected").matcher(storm);
         assertTrue(m.find(), storm);
@@ -198,10 +207,13 @@ class HostRingTest {
         assertEquals("NotServed=" + m.group(1), m.group(5), "the replacement serves none of the old executor's blocks: " + stale);
     }
 
+    /** Besides recovering, with READs going on: the silence was seen, and past the reconnect attempts blocks went over Netty. */
     @Test
     @Order(17)
     void linkDown30sMidShuffle() {
-        assertRecovers(RingSession.Fault.LINK_DOWN_30S);
+        RingSession.Row row = assertRecovers(RingSession.Fault.LINK_DOWN_30S);
+        assertTrue(row.suspected() > 0, "a 30 s cut under READs is detected: " + row.line());
+        assertTrue(row.fallbackFetch() > 0, "past the reconnect attempts, blocks go over Netty: " + row.line());
     }
 
     /**

@@ -129,8 +129,9 @@ class HostRingTest {
 
     /**
      * Besides recovering, with READs going on in both reduce tasks: nothing fell back to Netty. (Reconnects are only
-     * reported: on tcp the cut costs TCP's retransmission timeout too, 200 ms at least, so a probe sent into the cut is
-     * answered only after that, past the detection window; the CI and local runs rebuilt one data channel per executor.)
+     * reported: on tcp the data channel heard nothing, and the probe no answer, for longer than the window after the
+     * cut, since TCP re-sends what a cut lost only after its retransmission timeout; local runs rebuilt one data
+     * channel per executor.)
      */
     @Test
     @Order(10)

@@ -29,7 +29,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * the faults act on host1's link: its bridge port ({@code RDMA_VM_HOST1_PORT}) down and up, and
  * {@code tc netem} (loss, delay and reordering; bit flips) on both ends of it; both hosts' ports at once (a switch
  * flap); host1's JVM stopped (SIGSTOP) and replaced (SIGKILL, then a new process at the same address and ports)
- * under a reader holding its descriptors. Every round must deliver every block
+ * under a reader holding its descriptors. The cuts and the stop begin before their round posts its READs
+ * ({@link #roundInside}), so READs are in flight through them on a fast machine as on a loaded one. Every round must deliver every block
  * exactly once with the seed's bytes; the report prints a table (recovery, reconnects, fallbacks, lost, duplicated).
  * Skipped, saying so, without a cluster.
  */
@@ -113,36 +114,18 @@ class VerbsRingTest {
     @Order(2)
     void linkDown150msUnderInFlightReads() throws Exception {
         // Under the 2 s detection window: rxe retransmits what the cut dropped; the outcome is the baseline's.
-        round("link down 150 ms", BLOCKS, () -> {
-            linkDown();
-            try {
-                TimeUnit.MILLISECONDS.sleep(150); // the fault's length, not a synchronisation
-            } finally {
-                linkUp();
-            }
-        });
+        roundInside("link down 150 ms", VerbsRingTest::linkDown, sleep(150), VerbsRingTest::linkUp);
         assertBackToBaseline("link down 150 ms");
     }
 
     @Test
     @Order(3)
     void linkDownUntilTheQpIsRebuiltFlushesAndReissuesWithNoFallback() throws Exception {
-        // The link goes down first and the round posts its READs at once (with the descriptors it has): under load
-        // a cut after the first blocks came too late once (the 24 blocks were all in within 8 s). The READs sit on
-        // the dead link; past the detection window the data channel is torn down (its QP's work flushed) and rebuilt.
-        int from = reader.lines.size();
-        reader.send("round prime 1"); // the descriptors, and both channels READY, before the cut
-        reader.awaitLine("ROUND prime ", from);
-        linkDown();
-        Map<String, String> r;
-        try {
-            r = round("link down until reconnecting", BLOCKS, true, () -> {
-                reader.awaitLine(l -> l.startsWith("STATE DATA ") && l.endsWith("->RECONNECTING"), roundStart, "the data channel reconnecting");
-                linkUp();
-            });
-        } finally {
-            linkUp(); // again when the round failed (a link already up stays up)
-        }
+        // The READs sit on the dead link; past the detection window the data channel is torn down (its QP's work
+        // flushed) and rebuilt.
+        Map<String, String> r = roundInside("link down until reconnecting", VerbsRingTest::linkDown,
+                () -> reader.awaitLine(l -> l.startsWith("STATE DATA ") && l.endsWith("->RECONNECTING"), roundStart, "the data channel reconnecting"),
+                VerbsRingTest::linkUp);
         assertTrue(number(r, "rdma.reconnects") >= 1, () -> "the channel was rebuilt: " + r);
         assertTrue(number(r, "rdma.reissued") >= 1, () -> "work flushed by the broken QP went out again: " + r);
         assertEquals("0", r.get("tcp"), () -> "reconnected within the attempts: no fallback: " + r);
@@ -152,22 +135,10 @@ class VerbsRingTest {
     @Test
     @Order(4)
     void linkDownPastTheReconnectAttemptsEndsInFallbackWithTheSameBytes() throws Exception {
-        // As in the round before: the link goes down first and the round posts its READs at once (a cut after the
-        // first blocks came too late in a CI run: all 24 blocks were in within 1.6 s, and no channel ever failed).
-        int from = reader.lines.size();
-        reader.send("round prime 1"); // fresh descriptors for the rebuilt data channel, both channels READY
-        reader.awaitLine("ROUND prime ", from);
-        linkDown();
-        Map<String, String> r;
-        try {
-            r = round("link down past the attempts", BLOCKS, true, () -> {
-                // Past every reconnect attempt: the channel fails and the waiting READs fall back.
-                reader.awaitLine(l -> l.startsWith("STATE ") && l.endsWith("->FAILED"), from, "a channel failing");
-                linkUp();
-            });
-        } finally {
-            linkUp(); // again when the round failed (a link already up stays up)
-        }
+        // Past every reconnect attempt: the channel fails and the waiting READs fall back.
+        Map<String, String> r = roundInside("link down past the attempts", VerbsRingTest::linkDown,
+                () -> reader.awaitLine(l -> l.startsWith("STATE ") && l.endsWith("->FAILED"), roundStart, "a channel failing"),
+                VerbsRingTest::linkUp);
         assertTrue(number(r, "tcp") >= 1, () -> "blocks fell back to TCP: " + r);
         assertTrue(number(r, "rdma.fallbacks") >= 1, () -> "the policy layer said fall back: " + r);
         assertBackToBaseline("link down past the attempts");
@@ -177,17 +148,14 @@ class VerbsRingTest {
     @Order(5)
     void everyLinkDown1sAtOnce() throws Exception {
         // A switch flap: both hosts' bridge ports go down together and come back after 1 s.
-        round("every link down 1 s", BLOCKS, () -> {
+        roundInside("every link down 1 s", () -> {
             sh("ip", "link", "set", VmHostJvm.host(1, "PORT"), "down");
             sh("ip", "link", "set", VmHostJvm.host(2, "PORT"), "down");
+        }, sleep(1_000), () -> {
             try {
-                TimeUnit.SECONDS.sleep(1); // the fault's length, not a synchronisation
+                sh("ip", "link", "set", VmHostJvm.host(2, "PORT"), "up");
             } finally {
-                try {
-                    sh("ip", "link", "set", VmHostJvm.host(2, "PORT"), "up");
-                } finally {
-                    linkUp();
-                }
+                linkUp();
             }
         });
         assertBackToBaseline("every link down 1 s");
@@ -198,14 +166,7 @@ class VerbsRingTest {
     void serverStopped3sUnderInFlightReads() throws Exception {
         // SIGSTOP freezes the serving JVM, not the kernel's rxe: what the device answers (READs of granted memory)
         // may go on; what needs the process (control answers) waits for SIGCONT. Either way nothing is lost.
-        round("server stopped 3 s", BLOCKS, () -> {
-            server.signal("STOP");
-            try {
-                TimeUnit.SECONDS.sleep(3); // the fault's length, not a synchronisation
-            } finally {
-                server.signal("CONT");
-            }
-        });
+        roundInside("server stopped 3 s", () -> server.signal("STOP"), sleep(3_000), () -> server.signal("CONT"));
         assertBackToBaseline("server stopped 3 s");
     }
 
@@ -269,6 +230,34 @@ class VerbsRingTest {
 
     interface Fault {
         void inject() throws Exception;
+    }
+
+    /**
+     * A round that starts inside its fault, so its READs are in flight through the fault on any machine: a one-block
+     * prime round (fresh descriptors, both channels READY), {@code begin}, the round's READs posted at once with those
+     * descriptors, then {@code until} (the fault's length, or a wait for what it must cause) and {@code end}. A fault
+     * injected once a round's first blocks had arrived missed its READs on a quiet host (CI at 3376347: the flap's
+     * round ended 924 ms into its 1 s cut, its longest stall 75 ms; the 150 ms cut's longest stall was 32 ms), and a
+     * cut after the first blocks came after all 24 were in (1.6 s) in an earlier CI run.
+     */
+    private static Map<String, String> roundInside(String name, Fault begin, Fault until, Fault end) throws Exception {
+        int from = reader.lines.size();
+        reader.send("round prime 1");
+        reader.awaitLine("ROUND prime ", from);
+        begin.inject();
+        try {
+            return round(name, BLOCKS, true, () -> {
+                until.inject();
+                end.inject();
+            });
+        } finally {
+            end.inject(); // again when the round failed (a link already up stays up; CONT of a running process is nothing)
+        }
+    }
+
+    /** The fault's length: a sleep, not a synchronisation. */
+    private static Fault sleep(long millis) {
+        return () -> TimeUnit.MILLISECONDS.sleep(millis);
     }
 
     /**

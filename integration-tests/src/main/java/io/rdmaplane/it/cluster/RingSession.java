@@ -26,7 +26,7 @@ public final class RingSession implements AutoCloseable {
     /** The shuffle every case runs: 16 maps into 16 reduce tasks of at least 300 ms each, so READs go on through the stage. */
     static final RingDriver.Workload WORKLOAD = new RingDriver.Workload(200_000, 16, 16, 300);
     /**
-     * The link faults' shuffle ({@link Fault#cutsWhileReading}): 64 maps into 2 reduce tasks (one on each executor,
+     * The shuffle of the faults that wait for READs ({@link Fault#waitsForReads}): 64 maps into 2 reduce tasks (one on each executor,
      * started together) that read their records slowly for at least 4 s, so that each asks for more remote blocks
      * through the whole task: READs go on on every executor when the links are cut (the usual shuffle's tasks fetch all
      * their blocks in their first milliseconds, and while a link is down no new task reaches its executor).
@@ -66,11 +66,13 @@ public final class RingSession implements AutoCloseable {
         }
 
         /**
-         * Link faults: cut while every reduce task of {@link #PACED_WORKLOAD} READs ({@code RingJob.ReadingMark}), so
-         * the cut meets READs in flight and the detection window, the reconnects and the fallbacks are what is tested.
+         * Link faults and a stopped or killed mapper executor: injected while every reduce task of {@link #PACED_WORKLOAD}
+         * READs ({@code RingJob.ReadingMark}), so the fault meets READs in flight and the detection window, the
+         * reconnects and the fallbacks are what is tested.
          */
-        boolean cutsWhileReading() {
-            return this == LINK_DOWN_150MS || this == LINK_DOWN_2S || this == LINK_DOWN_30S || this == ALL_LINKS_FLAP_1S;
+        boolean waitsForReads() {
+            return this == LINK_DOWN_150MS || this == LINK_DOWN_2S || this == LINK_DOWN_30S || this == ALL_LINKS_FLAP_1S
+                    || this == STOP_EXECUTOR_3S || this == KILL_EXECUTOR;
         }
     }
 
@@ -429,11 +431,11 @@ public final class RingSession implements AutoCloseable {
         RingProcess[] flip = fault == Fault.FLIP_READ_PAYLOAD ? cluster.flipReaders(1, FLIP_EVERY, FLIP_MAX) : null;
         String[] staleReads = {""};
         boolean flap = fault == Fault.ALL_LINKS_FLAP_1S;
-        boolean paced = fault.cutsWhileReading();
+        boolean paced = fault.waitsForReads();
         RingDriver.Workload workload = paced ? PACED_WORKLOAD : WORKLOAD;
         RingDriver.Result sortRun = paced ? sortPaced : sortBaseline;
         RingDriver.Result cleanRun = paced ? cleanPaced : clean;
-        long[] cut = {0, 0}; // the flap's links down and up again, epoch microseconds
+        long[] cut = {0, 0}; // the fault's start and end (the flap's links down and up again), epoch microseconds
         RingDriver.Result r;
         try {
             r = rdma.shuffle(name, workload, () -> {
@@ -442,7 +444,7 @@ public final class RingSession implements AutoCloseable {
                 } else if (flip != null) {
                     staleReads[0] = flipReadPayloads(before, flip);
                 } else if (paced) {
-                    cutWhileReading(fault, name, detail, cut);
+                    injectWhileReading(fault, name, detail, cut);
                 } else {
                     inject(fault, detail);
                 }
@@ -749,21 +751,21 @@ public final class RingSession implements AutoCloseable {
         return executors.get(0);
     }
 
-    /** How long a link fault waits for every reduce task's mark that its READs go on before it cuts anyway (and fails). */
+    /** How long a fault waits for every reduce task's mark that its READs go on before it strikes anyway (and the case fails). */
     static final Duration READS_EVIDENCE_DEADLINE = Duration.ofMinutes(1);
-    /** How the row says a link fault came while READs went on (what {@code HostRingTest} asserts). */
-    static final String CUT_WHILE_READING = "cut while every reduce task's READs went on";
+    /** How the row says a fault came while READs went on (what {@code HostRingTest} asserts). */
+    static final String WHILE_READING = "injected while every reduce task's READs went on";
 
     /**
-     * A link fault ({@link Fault#cutsWhileReading}) on the paced shuffle: once every reduce task of {@code name} has
-     * marked that its READs go on in the middle of the task ({@code RingJob.ReadingMark}: its executor's RDMA block count
-     * grew at two of its pauses while a quarter of its records was still to come), the fault's links go down for its
-     * time. The tasks' own marks, not the harness's view of the sockets, decide, so the cut meets READs on a fast
-     * machine as on a loaded one (polling {@code ss} for bytes arriving in 3 polls in a row saw none on a quiet host:
-     * the paced fetches come in bursts shorter than a poll). {@code cut} gets the moments the links went down and came
-     * up (epoch microseconds).
+     * A fault that waits for READs ({@link Fault#waitsForReads}) on the paced shuffle: once every reduce task of
+     * {@code name} has marked that its READs go on in the middle of the task ({@code RingJob.ReadingMark}: its
+     * executor's RDMA block count grew at two of its pauses while a quarter of its records was still to come), the
+     * fault is injected. The tasks' own marks, not the harness's view of the sockets, decide, so the fault meets READs
+     * on a fast machine as on a loaded one (polling {@code ss} for bytes arriving in 3 polls in a row saw none on a quiet
+     * host: the paced fetches come in bursts shorter than a poll). {@code cut} gets the moments the fault began and
+     * ended (epoch microseconds).
      */
-    private void cutWhileReading(Fault fault, String name, StringBuilder detail, long[] cut) {
+    private void injectWhileReading(Fault fault, String name, StringBuilder detail, long[] cut) {
         List<java.nio.file.Path> marks = new ArrayList<>();
         for (int p = 0; p < PACED_WORKLOAD.reduces(); p++) {
             marks.add(rdma.readingMarks().resolve(name + "-" + p));
@@ -774,12 +776,12 @@ public final class RingSession implements AutoCloseable {
             pause(10); // the poll's period: a task's pauses are 100 ms apart
         }
         if (marks.stream().allMatch(java.nio.file.Files::exists)) {
-            detail.append(String.format(Locale.ROOT, "%s (%d ms after the reduce stage was submitted; marks: %s)", CUT_WHILE_READING,
+            detail.append(String.format(Locale.ROOT, "%s (%d ms after the reduce stage was submitted; marks: %s)", WHILE_READING,
                     (System.nanoTime() - started) / 1_000_000, marks.stream().map(RingSession::readMark).collect(java.util.stream.Collectors.joining(", "))));
         } else {
             detail.append("NO EVIDENCE of READs going on in every reduce task within ").append(READS_EVIDENCE_DEADLINE.toSeconds())
                     .append(" s (marks present: ").append(marks.stream().filter(java.nio.file.Files::exists).map(p -> p.getFileName().toString()).toList())
-                    .append("): cut anyway");
+                    .append("): injected anyway");
         }
         cut[0] = epochMicros();
         try {

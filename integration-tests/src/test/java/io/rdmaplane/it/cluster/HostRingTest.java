@@ -68,8 +68,8 @@ class HostRingTest {
         assertEquals(0, row.duplicated(), row.line());
         assertTrue(row.ok(), row.line() + "\n" + session.cluster.tails());
         assertEquals("", row.leaks(), "resources did not return to their baseline within " + RingSession.SETTLE.toSeconds() + " s:\n" + row.line());
-        if (fault.cutsWhileReading()) {
-            assertTrue(row.detail().contains(RingSession.CUT_WHILE_READING), "the link went down while every reduce task READ: " + row.line());
+        if (fault.waitsForReads()) {
+            assertTrue(row.detail().contains(RingSession.WHILE_READING), "the fault came while every reduce task READ: " + row.line());
         }
         if (RingSession.hitsTheQuery(fault)) {
             assertEquals(RingSession.QUERY, row.query().query(), row.line());

@@ -43,12 +43,15 @@ if [ "${1:-}" = --in-vm ]; then
   start=$(date +%s)
   set +e
   # shellcheck disable=SC2086 # flags are a list of words
-  java $BENCH_JVM_FLAGS -cp "$BENCH_CLASSPATH" io.rdmaplane.it.bench.LoadShapeBenchmark provider=verbs \
+  java $BENCH_JVM_FLAGS -XX:ErrorFile="$out/hs_err_pid%p.log" -cp "$BENCH_CLASSPATH" io.rdmaplane.it.bench.LoadShapeBenchmark provider=verbs \
     server="$RDMA_VM_ADDR_A" client="$RDMA_VM_ADDR_B" baselineLatUs="$lat" baselineBwMiBs="$bw" out="$out" \
     "$@" "${VM_DEFAULTS[@]}" 2>&1 | tee "$out/verbs-load-shapes.txt"
   rc=${PIPESTATUS[0]}
   set -e
   log "benchmark took $(( $(date +%s) - start )) s in the guest, exit status $rc; guest load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  for crash in "$out"/hs_err_pid*.log; do # a JVM crash: what it names, here (the file comes back with the results)
+    [ -e "$crash" ] && { log "the JVM crashed: $crash"; grep -E -A 12 '^(# Problematic frame|Java frames|Native frames)' "$crash" | head -n 60; }
+  done
   exit "$rc"
 fi
 

@@ -34,6 +34,11 @@ public final class ShuffleMetrics {
     public static final String FETCH_RDMA_BYTES = PREFIX + "fetch.rdma.bytes";
     /** Of {@link #FETCH_RDMA_BLOCKS}, those that came inline in the LOCATE answer (no READ). */
     public static final String FETCH_INLINE_BLOCKS = PREFIX + "fetch.inline.blocks";
+    /**
+     * Of {@link #FETCH_RDMA_BLOCKS}, those the task released without opening (it stopped reading early: a join whose
+     * other side ran out, a killed task). Spark's task metrics count a remote block only when the task opens it.
+     */
+    public static final String FETCH_UNREAD_BLOCKS = PREFIX + "fetch.unread.blocks";
     /** Memory registrations the fetch path made for one block (a landing buffer over the pool's largest slice). */
     public static final String FETCH_REGISTRATIONS = PREFIX + "fetch.registrations";
     /** Gauge: memory registrations the executor's data node has made (map outputs, the reduce pool, landings). */
@@ -61,6 +66,7 @@ public final class ShuffleMetrics {
     private final Counter fetchRdmaBlocks;
     private final Counter fetchRdmaBytes;
     private final Counter fetchInlineBlocks;
+    private final Counter fetchUnreadBlocks;
     private final Counter fetchRegistrations;
     private final Counter fallbackFetch;
     private final Counter fallbackShuffle;
@@ -86,6 +92,7 @@ public final class ShuffleMetrics {
         fetchRdmaBlocks = registry.counter(FETCH_RDMA_BLOCKS);
         fetchRdmaBytes = registry.counter(FETCH_RDMA_BYTES);
         fetchInlineBlocks = registry.counter(FETCH_INLINE_BLOCKS);
+        fetchUnreadBlocks = registry.counter(FETCH_UNREAD_BLOCKS);
         fetchRegistrations = registry.counter(FETCH_REGISTRATIONS);
         fallbackFetch = registry.counter(FALLBACK_FETCH);
         fallbackShuffle = registry.counter(FALLBACK_SHUFFLE);
@@ -135,6 +142,10 @@ public final class ShuffleMetrics {
 
     public Counter fetchRdmaBytes() {
         return fetchRdmaBytes;
+    }
+
+    public Counter fetchUnreadBlocks() {
+        return fetchUnreadBlocks;
     }
 
     public Counter fetchInlineBlocks() {

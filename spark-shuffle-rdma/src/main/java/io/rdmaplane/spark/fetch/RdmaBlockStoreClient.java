@@ -382,7 +382,8 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
             if ((int) crc.getValue() != decoded.crc32c()) {
                 throw new CorruptBlockException("the inline payload fails its CRC32C");
             }
-            buffer = new RdmaManagedBuffer(decoded.payload(), decoded.payloadLength(), () -> { }, call.blockIds[index]);
+            buffer = new RdmaManagedBuffer(decoded.payload(), decoded.payloadLength(), () -> { }, metrics.fetchUnreadBlocks()::inc,
+                    call.blockIds[index]);
         } catch (Throwable e) { // anything: a hostile block must not leave its block unsettled
             call.fail(index, "inline block " + call.blockIds[index] + " did not decode: " + describe(e), true);
             if (isFatal(e)) {
@@ -436,7 +437,8 @@ public final class RdmaBlockStoreClient extends BlockStoreClient {
                 throw new CorruptBlockException(mismatch);
             }
             payloadLength = decoded.payloadLength();
-            buffer = new RdmaManagedBuffer(decoded.payload(), payloadLength, landing::free, call.blockIds[index]);
+            buffer = new RdmaManagedBuffer(decoded.payload(), payloadLength, landing::free, metrics.fetchUnreadBlocks()::inc,
+                    call.blockIds[index]);
         } catch (Throwable e) { // anything: a hostile segment must not leave its block unsettled
             landing.free();
             call.fail(index, "block " + call.blockIds[index] + " did not decode: " + describe(e), true);

@@ -17,19 +17,25 @@ import org.apache.spark.network.buffer.ManagedBuffer;
  * pieces). The reference count starts at 1, held by the fetcher, which releases it right after
  * the listener's callback returns; Spark's listener {@link #retain()}s it for its consumer. At
  * 0 the registered buffer is given back (to the pool, or deregistered). Views handed out before
- * then must not be used after.
+ * then must not be used after. A buffer given back without ever having been opened runs
+ * {@code unread} too: Spark counts a remote block in its task metrics only when it opens it, and
+ * a task that stops reading early (a join whose other side ran out, a killed task) opens fewer
+ * blocks than were fetched for it.
  */
 final class RdmaManagedBuffer extends ManagedBuffer {
     private final List<ByteBuffer> views;
     private final long size;
     private final Runnable free;
+    private final Runnable unread;
     private final String name;
     private final AtomicInteger refs = new AtomicInteger(1);
+    private volatile boolean opened;
 
-    RdmaManagedBuffer(List<ByteBuffer> views, long size, Runnable free, String name) {
+    RdmaManagedBuffer(List<ByteBuffer> views, long size, Runnable free, Runnable unread, String name) {
         this.views = List.copyOf(views);
         this.size = size;
         this.free = free;
+        this.unread = unread;
         this.name = name;
     }
 
@@ -78,6 +84,9 @@ final class RdmaManagedBuffer extends ManagedBuffer {
         int after = refs.decrementAndGet();
         if (after == 0) {
             free.run();
+            if (!opened) {
+                unread.run();
+            }
         } else if (after < 0) {
             throw new IllegalStateException(name + " released more often than retained");
         }
@@ -102,10 +111,12 @@ final class RdmaManagedBuffer extends ManagedBuffer {
         return convertToNetty();
     }
 
+    /** Checks the buffer is still referenced, and notes it was opened. */
     private void checkLive() throws IOException {
         if (refs.get() <= 0) {
             throw new IOException(name + " used after its last release");
         }
+        opened = true;
     }
 
     @Override

@@ -46,7 +46,10 @@ import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
+import org.apache.spark.network.buffer.ManagedBuffer;
+import org.apache.spark.network.shuffle.BlockFetchingListener;
 import org.apache.spark.network.shuffle.DownloadFile;
 import org.apache.spark.network.shuffle.DownloadFileManager;
 import org.apache.spark.network.util.TransportConf;
@@ -141,7 +144,7 @@ class RdmaBlockStoreClientTest {
         return blocksByExecutor.get(executor.id).stream().map(ShuffleBlockId::name).toList();
     }
 
-    private static void fetch(RdmaBlockStoreClient client, Executor executor, List<String> ids, RecordingListener listener) {
+    private static void fetch(RdmaBlockStoreClient client, Executor executor, List<String> ids, BlockFetchingListener listener) {
         client.fetchBlocks("host-" + executor.id, 7337, executor.id, ids.toArray(String[]::new), listener, null);
     }
 
@@ -190,7 +193,35 @@ class RdmaBlockStoreClientTest {
         assertEquals(0, metrics.fallbackFetch().getCount());
         assertEquals(1, metrics.fetchRegistrations().getCount(), "one registration: the landing of the block over 8 MiB");
         awaitPoolIdle();
+        assertEquals(0, metrics.fetchUnreadBlocks().getCount(), "the listener opened every block");
         assertFalse(fallback.closed, "closing the task's client leaves Spark's client open");
+    }
+
+    @Test
+    void testBlocksGivenBackUnopenedAreCountedUnread() throws Exception {
+        // As a task that stops reading early: its fetcher releases results it never opened
+        RecordingListener opened = new RecordingListener(false);
+        List<String> fromB = ids(b);
+        BlockFetchingListener unopened = new BlockFetchingListener() {
+            @Override
+            public void onBlockFetchSuccess(String blockId, ManagedBuffer buffer) {
+                opened.calls.computeIfAbsent(blockId, k -> new AtomicInteger()).incrementAndGet();
+            }
+
+            @Override
+            public void onBlockFetchFailure(String blockId, Throwable e) {
+                opened.onBlockFetchFailure(blockId, e);
+            }
+        };
+        try (RdmaBlockStoreClient client = client(both())) {
+            fetch(client, b, fromB.subList(0, 1), opened);
+            fetch(client, b, fromB.subList(1, fromB.size()), unopened);
+            Polling.waitUntil(() -> opened.calls.size() == fromB.size(), Duration.ofSeconds(10), () -> "settled: " + opened.calls);
+        }
+        assertTrue(opened.failed.isEmpty(), "nothing failed: " + opened.failed);
+        awaitPoolIdle();
+        assertEquals(fromB.size(), metrics.fetchRdmaBlocks().getCount());
+        assertEquals(fromB.size() - 1, metrics.fetchUnreadBlocks().getCount(), "all but the one the listener opened");
     }
 
     @Test

@@ -27,7 +27,7 @@ class RdmaManagedBufferTest {
     void testOneViewIsServedWithoutCopying() throws IOException {
         ByteBuffer view = direct(1, 2, 3, 4, 5);
         AtomicInteger freed = new AtomicInteger();
-        RdmaManagedBuffer buffer = new RdmaManagedBuffer(List.of(view), 5, freed::incrementAndGet, "b");
+        RdmaManagedBuffer buffer = new RdmaManagedBuffer(List.of(view), 5, freed::incrementAndGet, () -> { }, "b");
         assertEquals(5, buffer.size());
         ByteBuffer nio = buffer.nioByteBuffer();
         assertTrue(nio.isDirect(), "the registered memory itself, not a copy");
@@ -48,7 +48,7 @@ class RdmaManagedBufferTest {
 
     @Test
     void testSeveralViewsAreChained() throws IOException {
-        RdmaManagedBuffer buffer = new RdmaManagedBuffer(List.of(direct(1, 2), direct(3), direct(4, 5, 6)), 6, () -> { }, "b");
+        RdmaManagedBuffer buffer = new RdmaManagedBuffer(List.of(direct(1, 2), direct(3), direct(4, 5, 6)), 6, () -> { }, () -> { }, "b");
         byte[] all = {1, 2, 3, 4, 5, 6};
         try (InputStream in = buffer.createInputStream()) {
             assertArrayEquals(all, in.readAllBytes());
@@ -66,7 +66,7 @@ class RdmaManagedBufferTest {
     @Test
     void testReferenceCountingFreesOnceAtZero() throws IOException {
         AtomicInteger freed = new AtomicInteger();
-        RdmaManagedBuffer buffer = new RdmaManagedBuffer(List.of(direct(7)), 1, freed::incrementAndGet, "b");
+        RdmaManagedBuffer buffer = new RdmaManagedBuffer(List.of(direct(7)), 1, freed::incrementAndGet, () -> { }, "b");
         assertSame(buffer, buffer.retain()); // Spark's listener keeps it
         buffer.release(); // the fetcher's own reference, right after the callback
         assertEquals(0, freed.get());
@@ -80,5 +80,24 @@ class RdmaManagedBufferTest {
         assertThrows(IllegalStateException.class, buffer::retain);
         assertThrows(IllegalStateException.class, buffer::release);
         assertEquals(1, freed.get(), "freed exactly once");
+    }
+
+    @Test
+    void testABufferGivenBackUnopenedIsReportedUnreadOnceAndAnOpenedOneIsNot() throws IOException {
+        AtomicInteger unread = new AtomicInteger();
+        RdmaManagedBuffer skipped = new RdmaManagedBuffer(List.of(direct(1)), 1, () -> { }, unread::incrementAndGet, "skipped");
+        skipped.retain();
+        skipped.release();
+        assertEquals(0, unread.get(), "still referenced");
+        skipped.release();
+        assertEquals(1, unread.get(), "given back without being opened");
+
+        RdmaManagedBuffer read = new RdmaManagedBuffer(List.of(direct(2)), 1, () -> { }, unread::incrementAndGet, "read");
+        assertEquals(2, read.createInputStream().read());
+        read.release();
+        RdmaManagedBuffer viewed = new RdmaManagedBuffer(List.of(direct(3)), 1, () -> { }, unread::incrementAndGet, "viewed");
+        assertEquals(3, viewed.nioByteBuffer().get());
+        viewed.release();
+        assertEquals(1, unread.get(), "opened buffers are not unread");
     }
 }

@@ -23,7 +23,9 @@
 # Checks (VerbsTpcdsRing): the read-back's bytes equal, the DataNodes served it over verbs, refusing none, the
 # client fell back never; each query gives the baseline's rows (sorted); every executor on verbs published map
 # outputs, all from their data files' registered mappings (zero-copy, none copied), no fallback of any level,
-# the blocks fetched over RDMA equal the remote blocks Spark's task metrics counted; every executor read HDFS through the client plug-in (RDMA bytes > 0, no fallback, nothing
+# the blocks fetched over RDMA, less those a task gave back unopened (fetch.unread.blocks), equal the remote
+# blocks Spark's task metrics counted (Spark counts a block when the task opens it); every executor read HDFS
+# through the client plug-in (RDMA bytes > 0, no fallback, nothing
 # declined), the DataNodes served RDMA reads on verbs, refusing none. Then (this script) the three hosts' rxe
 # devices moved packets, rxe0 and rxe1 did not, and host1's device received at least one packet per RoCE MTU
 # (its active_mtu: 1024 bytes at run.sh's default veth MTU, 4096 with --mtu 9000) of the read-back's file. Prints per query the job-time ratio RDMA/(Netty+TCP) of this run,

@@ -81,7 +81,7 @@ final class ExecutorRuntime implements AutoCloseable {
         registry = track(new RegistryClient(Providers.select(conf.get(SparkRdmaConfig.REGISTRY_PROVIDER)), registryNode, options,
                 policyMetrics, registryAddress));
         // A refused connection to an executor Spark removed is final: the registry knows, the reader falls back at once.
-        policy = track(new PolicyClient(node, options, policyMetrics, listener, registry::declaredLost));
+        policy = track(new PolicyClient(node, options, policyMetrics, listener, (peer, refused) -> registry.declaredLost(peer)));
         server = track(new ShuffleBlockServer(node, options, PolicyKeys.serverLimits(conf), policyMetrics, store,
                 conf.get(SparkRdmaConfig.LOCATE_INLINE_THRESHOLD).intValue(),
                 Math.min(LocateProtocol.MAX_RESPONSE_BYTES, nodeOptions.maxMessageSize() - 64)));

@@ -275,7 +275,7 @@ final class PeerChannel {
         ConnectRequest request = new ConnectRequest(ConnectProof.create(options.secret(), trafficClass, sessionId), false);
         owner.client().node().connect(owner.address(), depth, trafficClass.lane(), new Handler(gen), request).whenComplete((opened, error) -> {
             if (error != null) {
-                attemptFailed(gen, "cannot connect: " + rootMessage(error));
+                attemptFailed(gen, "cannot connect: " + rootMessage(error), refused(error));
                 return;
             }
             byte[] nonce = Auth.nonce();
@@ -519,8 +519,12 @@ final class PeerChannel {
         }
     }
 
-    /** One connect attempt failed: try again after a backoff, or give up. */
     private void attemptFailed(int gen, String why) {
+        attemptFailed(gen, why, false);
+    }
+
+    /** One connect attempt failed ({@code refused}: turned away, nothing listens there): try again after a backoff, or give up. */
+    private void attemptFailed(int gen, String why, boolean refused) {
         Channel old;
         boolean giveUp;
         synchronized (this) {
@@ -543,7 +547,7 @@ final class PeerChannel {
             fail(gen, "gave up after " + options.reconnectMaxAttempts() + " attempts; last: " + why);
         } else {
             scheduleAttempt();
-            owner.connectAttemptFailed();
+            owner.connectAttemptFailed(refused);
         }
     }
 
@@ -671,6 +675,11 @@ final class PeerChannel {
 
     private PeerUnavailableException unavailable(String message, Throwable cause) {
         return new PeerUnavailableException(message, cause);
+    }
+
+    private static boolean refused(Throwable error) {
+        Throwable t = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+        return t instanceof TransportException e && e.status() == Status.CONNECTION_REFUSED;
     }
 
     private static String rootMessage(Throwable error) {

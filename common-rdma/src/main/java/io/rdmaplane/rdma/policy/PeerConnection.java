@@ -337,14 +337,15 @@ public final class PeerConnection implements AutoCloseable {
      * A connect attempt of one of the channels failed: if the peer is known gone for good
      * ({@link PolicyClient.Liveness}), both channels give up now and callers fall back.
      */
-    void connectAttemptFailed() {
+    void connectAttemptFailed(boolean refused) {
         if (!askingLiveness.compareAndSet(false, true)) {
             return; // one question at a time: the other channel asked already
         }
-        client.declaredLost(address).whenComplete((lost, error) -> {
+        client.declaredLost(address, refused).whenComplete((lost, error) -> {
             askingLiveness.set(false);
             if (Boolean.TRUE.equals(lost)) {
-                String why = "the peer was declared lost (it no longer serves at " + address + "); not trying again";
+                String why = "the peer was declared lost (it no longer serves at " + address
+                        + (refused ? ": the connection was refused" : "") + "); not trying again";
                 control.abandon(why);
                 data.abandon(why);
             }

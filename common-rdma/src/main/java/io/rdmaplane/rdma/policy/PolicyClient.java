@@ -45,10 +45,18 @@ public final class PolicyClient implements AutoCloseable {
      */
     @FunctionalInterface
     public interface Liveness {
-        Liveness UNKNOWN = peer -> CompletableFuture.completedFuture(false);
+        Liveness UNKNOWN = (peer, refused) -> CompletableFuture.completedFuture(false);
+        /**
+         * A refused connect is taken as the peer gone (its callers fall back at once; the next use connects
+         * anew): for a client with another way to the same data, such as HDFS's TCP reader and other replicas.
+         */
+        Liveness REFUSED_IS_GONE = (peer, refused) -> CompletableFuture.completedFuture(refused);
 
-        /** Completes with true when nothing serves at {@code peer} any more; must not block. */
-        CompletableFuture<Boolean> declaredLost(InetSocketAddress peer);
+        /**
+         * Completes with true when nothing serves at {@code peer} any more; must not block. {@code refused}: the
+         * failed attempt was turned away (nothing listens there), not timed out.
+         */
+        CompletableFuture<Boolean> declaredLost(InetSocketAddress peer, boolean refused);
     }
 
     private final Node node;
@@ -229,9 +237,9 @@ public final class PolicyClient implements AutoCloseable {
     }
 
     /** Whether {@code peer} is gone for good, as {@link Liveness} says; false when it cannot tell. */
-    CompletableFuture<Boolean> declaredLost(InetSocketAddress peer) {
+    CompletableFuture<Boolean> declaredLost(InetSocketAddress peer, boolean refused) {
         try {
-            return liveness.declaredLost(peer).exceptionally(e -> false);
+            return liveness.declaredLost(peer, refused).exceptionally(e -> false);
         } catch (RuntimeException e) {
             LOG.debug("liveness check of {} failed", peer, e);
             return CompletableFuture.completedFuture(false);

@@ -16,6 +16,11 @@ public enum Status {
     BAD_RESPONSE,
     /** The peer is gone or stopped answering within the operation timeout. */
     RETRY_EXCEEDED,
+    /**
+     * A connect was turned away: nothing listens at the peer's address and port (the process is gone or not
+     * started yet; tcp: connection refused, verbs: the connect request rejected), or the peer refused it.
+     */
+    CONNECTION_REFUSED,
     /** The channel was closed or broken while the operation was outstanding. */
     FLUSHED,
     /** The local buffer is not inside a valid local region with the access the operation needs. */

@@ -84,7 +84,10 @@ final class RdmaClientContext {
         NodeOptions options = TransportKeys.nodeOptions(c, "0.0.0.0");
         node = Providers.select(c.get(TransportKeys.PROVIDER), options).createNode(options);
         try {
-            policy = new PolicyClient(node, PolicyKeys.policyOptions(c, null), METRICS);
+            // A DataNode whose RDMA port turns connections away is dead or restarting: its readers go to TCP (the
+            // stock reader tries the next replica) at once instead of through every reconnect attempt (~15 s)
+            policy = new PolicyClient(node, PolicyKeys.policyOptions(c, null), METRICS, new PolicyClient.Listener() { },
+                    PolicyClient.Liveness.REFUSED_IS_GONE);
             pool = new RegisteredMemoryPool(node, TransportKeys.poolOptions(c));
             METRICS.watchPool("hdfsClient", pool);
         } catch (Exception | Error e) {

@@ -137,7 +137,7 @@ public final class RingSession implements AutoCloseable {
         }
 
         public String line() {
-            return String.format(Locale.ROOT, "tpcds %s: %s job %d ms (+%d), recovered %d ms, fb.fetch %d, hdfs fb %d, stage resubmits %d,"
+            return String.format(Locale.ROOT, "tpcds %s: %s job %d ms (%+d), recovered %d ms, fb.fetch %d, hdfs fb %d, stage resubmits %d,"
                     + " rdma blocks %d (of %d remote in Spark's metrics%s), lost %d, duplicated %d, settle %d ms %s%s", query, ok ? "same rows" : "DIFF",
                     jobMillis, extraMillis, recoveredMillis, fallbackFetch, hdfsFallbacks, stageResubmits, rdmaBlocks, remoteBlocks,
                     rdmaBlocksNote.isEmpty() ? "" : ": " + rdmaBlocksNote, lost, duplicated, settledMillis,
@@ -847,23 +847,41 @@ public final class RingSession implements AutoCloseable {
     }
 
     /**
-     * {@code hdfs dfs -cat} through the plug-in into a pipe read slowly; after a quarter of the file, DataNode 1 is killed;
-     * the rest comes from DataNode 2 (every block has a replica on each). Then DataNode 1 is started again.
+     * {@code hdfs dfs -cat} through the plug-in into a pipe; after a quarter of the file, the DataNode that answered the
+     * client's latest block request is killed (the DataNodes' served-request counters, read at every eighth of the file,
+     * tell which: the client picks a replica per block); the rest comes from the other DataNode (every block has a
+     * replica on each). Then the killed DataNode is started again.
      */
     private Row killDataNodeMidRead() {
         byte[] data = cluster.hdfsFile();
         Map<String, ProcessResources> baseline = resources(warmReport());
         long started = System.nanoTime();
+        long[] served = VerbsHdfsRing.served(cluster);
+        long[] servedAtStart = served.clone();
+        int serving = 0; // 1-based: the DataNode whose counter grew last; 0 while none did
         RingProcess cat = cluster.fsShell("fs-cat-kill-" + System.nanoTime() % 100000, true, RingProcess.PIPE, "-cat", "/ring/data.bin");
         java.io.ByteArrayOutputStream got = new java.io.ByteArrayOutputStream();
         long killedAt = 0;
+        int victim = 0;
+        int eighths = 0;
         try (InputStream in = cat.output()) {
             byte[] buf = new byte[8192];
             for (int n; (n = in.read(buf)) >= 0; ) {
                 got.write(buf, 0, n);
-                if (killedAt == 0 && got.size() >= data.length / 4) {
-                    cluster.dataNodes.get(0).kill();
-                    killedAt = System.nanoTime();
+                if (killedAt == 0 && got.size() >= (long) data.length * (eighths + 1) / 8) {
+                    eighths++;
+                    long[] now = VerbsHdfsRing.served(cluster);
+                    for (int w = 1; w <= now.length; w++) {
+                        if (now[w - 1] > served[w - 1]) {
+                            serving = w;
+                        }
+                    }
+                    served = now;
+                    if (eighths >= 2) {
+                        victim = serving == 0 ? 1 : serving;
+                        cluster.dataNodes.get(victim - 1).kill();
+                        killedAt = System.nanoTime();
+                    }
                 }
             }
         } catch (IOException e) {
@@ -874,9 +892,18 @@ public final class RingSession implements AutoCloseable {
         boolean ok = code == 0 && Arrays.equals(data, got.toByteArray());
         String log = String.join("\n", cat.lines());
         long fallbacks = log.lines().filter(l -> l.contains("fell back to TCP")).count();
-        cluster.restartDataNode(1);
+        StringBuilder byNode = new StringBuilder();
+        for (int w = 1; w <= served.length; w++) {
+            byNode.append(w == 1 ? "" : ", ").append("DataNode ").append(w).append(' ').append(served[w - 1] - servedAtStart[w - 1]);
+        }
+        String killed = victim == 0 ? "no DataNode killed (the file was shorter than a quarter)"
+                : "killed DataNode " + victim + (serving == 0 ? " (no DataNode had answered a block request yet)" : ", which answered the latest block request")
+                + "; block requests answered before the kill: " + byNode;
+        if (victim != 0) {
+            cluster.restartDataNode(victim);
+        }
         Settled settled = settle(baseline);
-        return new Row(Fault.KILL_DATANODE, ok, ok ? "client log: " + fallbacks + " block read(s) fell back to TCP" : "exit " + code + ", "
+        return new Row(Fault.KILL_DATANODE, ok, ok ? killed + "; client log: " + fallbacks + " block read(s) fell back to TCP" : "exit " + code + ", "
                 + got.size() + " of " + data.length + " bytes\n" + cat.tail(30), (done - started) / 1_000_000, 0,
                 killedAt == 0 ? -1 : (done - killedAt) / 1_000_000, 0, 0, fallbacks, 0, 0, 0, 0, 1, settled.millis, settled.resources,
                 settled.leaks, "", Math.max(0, data.length - got.size()), Math.max(0, got.size() - data.length));

@@ -67,7 +67,7 @@ class RemovedExecutorTest {
                          attempts.incrementAndGet();
                      }
                  }
-             }, reducer::declaredLost)) {
+             }, (peer, refused) -> reducer.declaredLost(peer))) {
             executor.register("7", dead);
             assertEquals(Map.of("7", dead), reducer.lookup(List.of("7")), "the reducer found and cached the executor");
             registry.forget("7"); // what the driver's listener does when Spark removes the executor
@@ -98,7 +98,7 @@ class RemovedExecutorTest {
                  public void reconnectAttempted(InetSocketAddress peer, TrafficClass trafficClass, int attempt) {
                      attempts.computeIfAbsent(trafficClass, c -> new AtomicInteger()).incrementAndGet();
                  }
-             }, reducer::declaredLost)) {
+             }, (peer, refused) -> reducer.declaredLost(peer))) {
             reducer.register("8", dead);
             assertEquals(Map.of("8", dead), reducer.lookup(List.of("8")));
             ExecutionException failed = assertThrows(ExecutionException.class,

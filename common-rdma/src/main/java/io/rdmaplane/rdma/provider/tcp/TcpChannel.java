@@ -262,8 +262,8 @@ final class TcpChannel extends AbstractChannel {
                 return;
             }
         } catch (IOException e) {
-            terminate(new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + remoteAddress() + ": " + e, e), 0,
-                    Status.RETRY_EXCEEDED);
+            Status status = refused(e) ? Status.CONNECTION_REFUSED : Status.RETRY_EXCEEDED;
+            terminate(new TransportException(status, "cannot connect to " + remoteAddress() + ": " + e, e), 0, status);
             return;
         }
         state = State.HANDSHAKE;
@@ -271,6 +271,12 @@ final class TcpChannel extends AbstractChannel {
         interest(SelectionKey.OP_READ, true);
         outbound.addFirst(new Frame(new ByteBuffer[] {hello()}, Kind.CONTROL, 0));
         flush();
+    }
+
+    /** Whether a failed connect was refused (RST: nothing listens there), as opposed to timed out or unroutable. */
+    private static boolean refused(IOException e) {
+        // A ConnectException is also thrown for a connect that timed out: the OS's message tells them apart.
+        return e instanceof java.net.ConnectException && String.valueOf(e.getMessage()).contains("refused");
     }
 
     private ByteBuffer hello() {

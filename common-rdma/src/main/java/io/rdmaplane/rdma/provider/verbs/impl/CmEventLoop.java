@@ -281,9 +281,12 @@ final class CmEventLoop {
                     channel.onEstablished();
                 }
                 case RDMA_CM_EVENT_ADDR_ERROR, RDMA_CM_EVENT_ROUTE_ERROR, RDMA_CM_EVENT_UNREACHABLE,
-                        RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_CONNECT_ERROR -> channel.terminate(
+                        RDMA_CM_EVENT_CONNECT_ERROR -> channel.terminate(
                         new TransportException(Status.RETRY_EXCEEDED, "cannot connect to " + channel.remoteAddress() + ": "
                                 + kind), null, Status.RETRY_EXCEEDED);
+                // the peer's CM answered: no listener on that port, or the acceptor turned the request away
+                case RDMA_CM_EVENT_REJECTED -> channel.terminate(new TransportException(Status.CONNECTION_REFUSED,
+                        "cannot connect to " + channel.remoteAddress() + ": " + kind), null, Status.CONNECTION_REFUSED);
                 case RDMA_CM_EVENT_DISCONNECTED -> channel.onDisconnected(System.nanoTime());
                 case RDMA_CM_EVENT_DEVICE_REMOVAL -> channel.terminate(new TransportException(Status.FLUSHED,
                         "the RDMA device was removed"), null, Status.FLUSHED);

@@ -557,7 +557,7 @@ class DataPlaneAuthTest {
         long refusedBefore = f.serverMetrics.registry().counter("rdma.server.refused").getCount();
         ExecutionException e = assertThrows(ExecutionException.class, () -> attackerNode.connect(f.serverNode.localAddress(), 16,
                 Lane.BULK, new ChannelHandler() { }, request).get(WAIT, TimeUnit.SECONDS), "the connect must be rejected");
-        assertEquals(Status.RETRY_EXCEEDED, assertInstanceOf(TransportException.class, e.getCause()).status(), e::toString);
+        assertEquals(Status.CONNECTION_REFUSED, assertInstanceOf(TransportException.class, e.getCause()).status(), e::toString);
         assertEquals(refusedBefore + 1, f.serverMetrics.registry().counter("rdma.server.refused").getCount(),
                 "the server refused it (not a network failure)");
         assertEquals(0, f.server.unauthenticatedChannels(), "no channel was created for it");

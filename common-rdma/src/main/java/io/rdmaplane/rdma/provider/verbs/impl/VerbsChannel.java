@@ -778,8 +778,16 @@ final class VerbsChannel extends AbstractChannel {
 
     private void failed(int status, String what, Op culprit) {
         boolean closed;
+        boolean connecting;
         synchronized (this) {
             closed = state == State.CLOSED;
+            connecting = state == State.CONNECTING && !accepted();
+        }
+        if (connecting && status == WcStatus.WR_FLUSH_ERR && culprit == null) {
+            // The receives posted for a connect that failed: librdmacm moved the QP to the error state on REJECTED
+            // (or CONNECT_ERROR, UNREACHABLE), whose event the CM thread may not have handled yet. That event says
+            // why the connect failed (refused or not) and closes the channel.
+            return;
         }
         if (closed) {
             if (culprit != null) {

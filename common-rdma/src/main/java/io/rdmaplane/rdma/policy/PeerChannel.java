@@ -271,8 +271,12 @@ final class PeerChannel {
 
     private void connect(int gen, byte[] sessionId) {
         // The server READs nothing of ours; where the transport checks before a channel exists (verbs),
-        // the connect proves the secret, says the traffic class and a data channel's session (ConnectProof).
-        ConnectRequest request = new ConnectRequest(ConnectProof.create(options.secret(), trafficClass, sessionId), false);
+        // the connect says the traffic class and a data channel's session, and proves the secret (control)
+        // or the session's key (data), see ConnectProof.
+        ClientCredential credential = owner.credential();
+        byte[] proofKey = trafficClass == TrafficClass.CONTROL ? options.secret()
+                : credential == null ? null : Auth.sessionKey(credential.key(), sessionId);
+        ConnectRequest request = new ConnectRequest(ConnectProof.create(proofKey, trafficClass, sessionId), false);
         owner.client().node().connect(owner.address(), depth, trafficClass.lane(), new Handler(gen), request).whenComplete((opened, error) -> {
             if (error != null) {
                 attemptFailed(gen, "cannot connect: " + rootMessage(error), refused(error));
@@ -291,7 +295,6 @@ final class PeerChannel {
                         + options.handshakeTimeout().toMillis() + " ms (handshakeTimeout)"), options.handshakeTimeout().toNanos());
             }
             UUID instance = owner.client().instance(owner.address());
-            ClientCredential credential = owner.credential();
             byte[] named = credential != null && trafficClass == TrafficClass.CONTROL ? credential.credential() : new byte[0];
             ByteBuffer hello = new Handshake.Hello(trafficClass, instance, nonce, sessionId, credential != null, named).encode();
             opened.send(new ControlFrame(Type.HELLO, 0, hello).encode());

@@ -239,7 +239,7 @@ public final class PolicyServer implements AutoCloseable {
             return t;
         });
         timer.setRemoveOnCancelPolicy(true);
-        this.connectProofs = new ConnectProof.Verifier(options.secret(), CONNECT_PROOFS_REMEMBERED);
+        this.connectProofs = new ConnectProof.Verifier(CONNECT_PROOFS_REMEMBERED);
     }
 
     /** Starts accepting channels. Clients wait (up to their handshake timeout) until {@link #markReady()}. */
@@ -275,11 +275,17 @@ public final class PolicyServer implements AutoCloseable {
     private Admission admitConnect(SocketAddress from, ByteBuffer connectData) {
         TrafficClass trafficClass;
         try {
-            ConnectProof.Claim claim = connectProofs.check(connectData, System.currentTimeMillis());
-            trafficClass = claim.trafficClass();
-            if (trafficClass == TrafficClass.DATA && liveSession(claim.session(), null, hostOf(from)) == null) {
-                throw new ConnectProof.Refusal("a data channel's connect names no live control session of its peer");
+            ConnectProof.Parsed proof = ConnectProof.parse(connectData);
+            trafficClass = proof.claim.trafficClass();
+            byte[] key = options.secret();
+            if (trafficClass == TrafficClass.DATA) {
+                ControlSession session = liveSession(proof.claim.session(), null, hostOf(from));
+                if (session == null) {
+                    throw new ConnectProof.Refusal("a data channel's connect names no live control session of its peer");
+                }
+                key = session.key == null ? null : Auth.sessionKey(session.key, session.id);
             }
+            connectProofs.verify(proof, key, System.currentTimeMillis());
         } catch (ConnectProof.Refusal refusal) {
             if (refusal.getMessage().startsWith("authentication")) {
                 metrics.authFailure();

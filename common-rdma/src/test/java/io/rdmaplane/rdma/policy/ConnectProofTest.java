@@ -28,20 +28,20 @@ class ConnectProofTest {
 
     @Test
     void aFreshProofOfTheSecretIsTakenOnceAndSaysItsTrafficClass() throws Exception {
-        ConnectProof.Verifier verifier = new ConnectProof.Verifier(SECRET, 16);
+        ConnectProof.Verifier verifier = new ConnectProof.Verifier(16);
         long now = System.currentTimeMillis();
         byte[] data = ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce());
         assertTrue(data.length <= ConnectRequest.MAX_DATA, "fits RDMA-CM's private data: " + data.length);
         // RoCE pads the private data with zeros to 56 bytes.
-        assertEquals(TrafficClass.DATA, verifier.check(ByteBuffer.wrap(java.util.Arrays.copyOf(data, 56)), now).trafficClass());
+        assertEquals(TrafficClass.DATA, check(verifier, SECRET, ByteBuffer.wrap(java.util.Arrays.copyOf(data, 56)), now).trafficClass());
         refused(verifier, data, now, "replayed");
-        assertEquals(TrafficClass.CONTROL, verifier.check(
+        assertEquals(TrafficClass.CONTROL, check(verifier, SECRET, 
                 ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.CONTROL, now, ConnectProof.nonce())), now).trafficClass());
     }
 
     @Test
     void aProofWithoutTheSecretOrOffTheClockOrAlteredOrMissingIsRefused() {
-        ConnectProof.Verifier verifier = new ConnectProof.Verifier(SECRET, 16);
+        ConnectProof.Verifier verifier = new ConnectProof.Verifier(16);
         long now = System.currentTimeMillis();
         refused(verifier, ConnectProof.create("other".getBytes(StandardCharsets.US_ASCII), TrafficClass.DATA, now, ConnectProof.nonce()),
                 now, "does not match");
@@ -54,39 +54,56 @@ class ConnectProofTest {
         refused(verifier, new byte[0], now, "no proof");
         refused(verifier, new byte[56], now, "no proof"); // what RoCE delivers for a connect without private data
         byte[] otherVersion = ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce());
-        otherVersion[0] = 1; // the version before the session was added
-        refused(verifier, otherVersion, now, "version 1");
+        otherVersion[0] = 2; // the version whose data channels proved the secret
+        refused(verifier, otherVersion, now, "version 2, this build speaks 3");
         refused(verifier, new byte[] {(byte) ConnectProof.VERSION, 2, 3}, now, "malformed");
     }
 
     @Test
     void theNoncesRememberedAgainstReplayAreBounded() throws Exception {
-        ConnectProof.Verifier verifier = new ConnectProof.Verifier(SECRET, 2);
+        ConnectProof.Verifier verifier = new ConnectProof.Verifier(2);
         long now = System.currentTimeMillis();
-        verifier.check(ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce())), now);
-        verifier.check(ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce())), now);
+        check(verifier, SECRET, ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce())), now);
+        check(verifier, SECRET, ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce())), now);
         refused(verifier, ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce()), now, "too many connects");
         long later = now + 2 * ConnectProof.CLOCK_SKEW + 1; // the first two can no longer be replayed: forgotten
-        verifier.check(ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.DATA, later, ConnectProof.nonce())), later);
+        check(verifier, SECRET, ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.DATA, later, ConnectProof.nonce())), later);
     }
 
     @Test
     void aDataChannelsSessionIsCoveredByTheMac() throws Exception {
-        ConnectProof.Verifier verifier = new ConnectProof.Verifier(SECRET, 16);
+        ConnectProof.Verifier verifier = new ConnectProof.Verifier(16);
         long now = System.currentTimeMillis();
         byte[] session = Auth.nonce();
         byte[] data = ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce(), session);
-        assertArrayEquals(session, verifier.check(ByteBuffer.wrap(data), now).session(), "the session it names");
+        assertArrayEquals(session, check(verifier, SECRET, ByteBuffer.wrap(data), now).session(), "the session it names");
         byte[] otherSession = ConnectProof.create(SECRET, TrafficClass.DATA, now, ConnectProof.nonce(), session);
         otherSession[2 + Long.BYTES + ConnectProof.NONCE_BYTES] ^= 1; // another session's id under this proof's mac
         refused(verifier, otherSession, now, "does not match");
     }
 
     @Test
-    void withoutASecretOnlyTheLayoutIsChecked() throws Exception {
-        ConnectProof.Verifier verifier = new ConnectProof.Verifier(null, 16);
+    void aDataChannelProvesItsSessionsKeyNotTheKeyItWasDerivedFrom() throws Exception {
+        ConnectProof.Verifier verifier = new ConnectProof.Verifier(16);
         long now = System.currentTimeMillis();
-        assertEquals(TrafficClass.DATA, verifier.check(ByteBuffer.wrap(ConnectProof.create(null, TrafficClass.DATA)), now)
+        byte[] session = Auth.nonce();
+        byte[] sessionKey = Auth.sessionKey(SECRET, session);
+        assertEquals(TrafficClass.DATA, check(verifier, sessionKey,
+                ByteBuffer.wrap(ConnectProof.create(sessionKey, TrafficClass.DATA, now, ConnectProof.nonce(), session)), now)
+                .trafficClass());
+        for (byte[] key : new byte[][] {SECRET, null, Auth.sessionKey(SECRET, Auth.nonce())}) { // the secret, none, another's
+            byte[] data = ConnectProof.create(key, TrafficClass.DATA, now, ConnectProof.nonce(), session);
+            ConnectProof.Refusal refusal = assertThrows(ConnectProof.Refusal.class,
+                    () -> check(verifier, sessionKey, ByteBuffer.wrap(data), now));
+            assertTrue(refusal.getMessage().contains("does not match the key of the session it names"), refusal.getMessage());
+        }
+    }
+
+    @Test
+    void withoutASecretOnlyTheLayoutIsChecked() throws Exception {
+        ConnectProof.Verifier verifier = new ConnectProof.Verifier(16);
+        long now = System.currentTimeMillis();
+        assertEquals(TrafficClass.DATA, check(verifier, null, ByteBuffer.wrap(ConnectProof.create(null, TrafficClass.DATA)), now)
                 .trafficClass());
         refused(verifier, new byte[0], now, "no proof");
     }
@@ -100,19 +117,27 @@ class ConnectProofTest {
             ChannelAcceptor acceptor = node.acceptor;
             assertNotNull(acceptor);
             assertEquals(Admission.REFUSE, acceptor.admit(FROM, ByteBuffer.allocate(0)));
-            assertEquals(Admission.REFUSE, acceptor.admit(FROM, ByteBuffer.wrap(ConnectProof.create(null, TrafficClass.DATA))));
+            assertEquals(Admission.REFUSE, acceptor.admit(FROM, ByteBuffer.wrap(ConnectProof.create(null, TrafficClass.CONTROL))));
             assertEquals(Admission.ACCEPT_WITHOUT_REMOTE_READ,
                     acceptor.admit(FROM, ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.CONTROL))));
-            // A valid proof of a data channel that names no live session (none was started here): refused, no QP.
-            // (A data connect in a live session is ACCEPTed: DataPlaneAuthTest on verbs.)
+            // A data channel's connect that names no live session (none was started here): refused before its mac
+            // is looked at (it is on the session's key), no QP. (One in a live session: DataPlaneAuthTest on verbs.)
             assertEquals(Admission.REFUSE, acceptor.admit(FROM, ByteBuffer.wrap(ConnectProof.create(SECRET, TrafficClass.DATA))));
             assertEquals(3, metrics.registry().counter("rdma.server.refused").getCount());
-            assertEquals(1, metrics.registry().counter("rdma.auth.failures").getCount(), "the proof without the secret");
+            assertEquals(1, metrics.registry().counter("rdma.auth.failures").getCount(), "the control proof without the secret");
         }
     }
 
+    /** What the server does: the proof's layout, then its mac on {@code key}, clock and nonce. */
+    private static ConnectProof.Claim check(ConnectProof.Verifier verifier, byte[] key, ByteBuffer data, long now)
+            throws ConnectProof.Refusal {
+        ConnectProof.Parsed proof = ConnectProof.parse(data);
+        verifier.verify(proof, key, now);
+        return proof.claim;
+    }
+
     private static void refused(ConnectProof.Verifier verifier, byte[] data, long now, String reason) {
-        ConnectProof.Refusal refusal = assertThrows(ConnectProof.Refusal.class, () -> verifier.check(ByteBuffer.wrap(data), now));
+        ConnectProof.Refusal refusal = assertThrows(ConnectProof.Refusal.class, () -> check(verifier, SECRET, ByteBuffer.wrap(data), now));
         assertTrue(refusal.getMessage().contains(reason), refusal.getMessage());
     }
 

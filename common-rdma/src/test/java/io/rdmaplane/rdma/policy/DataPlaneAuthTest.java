@@ -156,7 +156,7 @@ class DataPlaneAuthTest {
         UUID instance = UUID.randomUUID();
         f.server.grants(instance).grant(block.rkey());
         Session session = session(f, instance, SECRET);
-        ConnectRequest seen = new ConnectRequest(ConnectProof.create(SECRET, TrafficClass.DATA, session.id()), true);
+        ConnectRequest seen = proven(SECRET, TrafficClass.DATA, session.id());
         Outsider first = connect(f, seen);
         handshake(first, TrafficClass.DATA, instance, SECRET, session.id());
         first.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
@@ -490,6 +490,62 @@ class DataPlaneAuthTest {
         assertNotEquals(atServer.get(), shown, "the outsider must not learn the id the server knows the client by");
     }
 
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aDataChannelOfACredentialSessionProvesTheSessionsKeyBeforeItGetsAQueuePair(TestTransport on) throws Exception {
+        // As the DataNode's service: no shared secret, sessions open with a credential (a block token) and its key.
+        byte[] credential = "credential A".getBytes(StandardCharsets.US_ASCII);
+        byte[] credentialKey = "the key of credential A".getBytes(StandardCharsets.US_ASCII);
+        transport = on;
+        attackerNode = on.node(false);
+        attackerLanding = attackerNode.register(ByteBuffer.allocateDirect(SIZE), EnumSet.of(Access.LOCAL_WRITE));
+        fixture = new PolicyFixture(on, on.policy(), on.policy(), named -> {
+            if (!java.util.Arrays.equals(credential, named)) {
+                throw new java.security.GeneralSecurityException("unknown credential");
+            }
+            return new SessionAuthenticator.SessionKey(credentialKey, null, Long.MAX_VALUE);
+        }, PolicyFixture.echo());
+        PolicyFixture f = fixture;
+        f.server.markReady();
+        RemoteBlock block = f.exposeBlock(SIZE, 9);
+        // A live session whose id the outsider saw on the wire (its READY); the credential's key it does not have.
+        UUID instance = UUID.randomUUID();
+        Outsider control = connect(f, proven(null, TrafficClass.CONTROL, Handshake.NO_SESSION));
+        byte[] nonce = Auth.nonce();
+        control.send(new ControlFrame(Type.HELLO, 0,
+                new Handshake.Hello(TrafficClass.CONTROL, instance, nonce, Handshake.NO_SESSION, true, credential).encode()).encode());
+        byte[] serverNonce = Handshake.Challenge.decode(control.next().payload()).nonce();
+        control.send(new ControlFrame(Type.PROOF, 0,
+                new Handshake.Proof(Auth.clientProof(credentialKey, nonce, serverNonce)).encode()).encode());
+        ControlFrame ready = control.next();
+        assertEquals(Type.READY, ready.type(), () -> "expected READY, was " + ready.type());
+        byte[] session = Handshake.Ready.decode(ready.payload()).session();
+        f.server.grants(instance).grant(block.rkey());
+        ConnectRequest[] unproven = {
+            new ConnectRequest(ConnectProof.create(null, TrafficClass.DATA, session), true), // no mac (before: admitted)
+            new ConnectRequest(ConnectProof.create(credentialKey, TrafficClass.DATA, session), true), // not the session's key
+            new ConnectRequest(ConnectProof.create(Auth.sessionKey(credentialKey, Auth.nonce()), TrafficClass.DATA, session),
+                    true), // another session's key
+        };
+        for (ConnectRequest request : unproven) {
+            if (verbs()) {
+                assertConnectRefused(f, request); // no QP that could serve a READ
+            } else { // tcp does not look at it: the data channel's handshake on the session's key refuses the outsider
+                Outsider outsider = connect(f, request);
+                ControlFrame answer = startHandshake(outsider, TrafficClass.DATA, instance,
+                        "a guessed key".getBytes(StandardCharsets.US_ASCII), session);
+                assertNotEquals(Type.READY, answer.type(), "a data channel in a session it cannot prove is not READY");
+                assertReadFails(outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+            }
+        }
+        // The policy client with the credential: its data channel's connect proves the session's key, and it READs.
+        try (PeerConnection peer = f.client.dedicated(f.serverNode.localAddress(), new ClientCredential(credential, credentialKey))) {
+            MemoryRegion landing = f.landing(SIZE);
+            peer.read(block, landing, 0).get(WAIT, TimeUnit.SECONDS);
+            assertEquals(block.crc32c(), PolicyFixture.crc(landing.buffer()), "the credential's own client READs the block");
+        }
+    }
+
     // ---------------------------------------------------------------- the outsider's tools
 
     private PolicyFixture fixture(byte[] secret) throws TransportException {
@@ -499,8 +555,14 @@ class DataPlaneAuthTest {
         return f;
     }
 
+    /**
+     * A connect request proven as a policy client that holds {@code secret} (or the key of its session's
+     * credential) proves it: a control channel's on that key, a data channel's on its session's key.
+     */
     private static ConnectRequest proven(byte[] secret, TrafficClass trafficClass, byte[] session) {
-        return new ConnectRequest(ConnectProof.create(secret, trafficClass, session), trafficClass == TrafficClass.DATA);
+        boolean data = trafficClass == TrafficClass.DATA;
+        byte[] key = data && secret != null ? Auth.sessionKey(secret, session) : secret;
+        return new ConnectRequest(ConnectProof.create(key, trafficClass, session), data);
     }
 
     /** An authenticated data channel of {@code instance} in {@code session}: connected with its proof, handshake done. */

@@ -35,12 +35,20 @@ final class PolicyFixture implements AutoCloseable {
     /** The fixture on {@code transport}'s nodes (verbs: in the Soft-RoCE VM only, else the test is skipped). */
     PolicyFixture(TestTransport transport, PolicyOptions serverOptions, PolicyOptions clientOptions,
                   PolicyServer.RequestHandler handler) throws TransportException {
+        this(transport, serverOptions, clientOptions,
+                serverOptions.secret() == null ? null : SessionAuthenticator.secret(serverOptions.secret()), handler);
+    }
+
+    /** The fixture with a server whose sessions authenticate through {@code authenticator} (null: none). */
+    PolicyFixture(TestTransport transport, PolicyOptions serverOptions, PolicyOptions clientOptions,
+                  SessionAuthenticator authenticator, PolicyServer.RequestHandler handler) throws TransportException {
         serverNode = new FaultyNode(transport.node(true));
         clientNode = new FaultyNode(transport.node(false));
-        server = new PolicyServer(serverNode, serverOptions, serverMetrics, (peer, request) -> {
-            handled.incrementAndGet();
-            return handler.handle(peer, request);
-        }).start();
+        server = new PolicyServer(serverNode, serverOptions, ServerLimits.defaults(), serverMetrics, authenticator,
+                (peer, request) -> {
+                    handled.incrementAndGet();
+                    return handler.handle(peer, request);
+                }).start();
         client = new PolicyClient(clientNode, clientOptions, clientMetrics, new PolicyClient.Listener() {
             @Override
             public void stateChanged(java.net.InetSocketAddress peer, TrafficClass trafficClass, ChannelState from,

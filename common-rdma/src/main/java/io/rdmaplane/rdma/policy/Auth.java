@@ -39,12 +39,13 @@ final class Auth {
     }
 
     /**
-     * The proof a connect request carries (see {@link ConnectProof}): HMAC(secret, "connect" |
-     * fields), the fields being the request's version, traffic class, time and nonce, truncated to
+     * The proof a connect request carries (see {@link ConnectProof}): HMAC(key, "connect" | fields),
+     * the key being the secret (a control channel's) or a session's key (a data channel's), the fields
+     * the request's version, traffic class, time, nonce and session, truncated to
      * {@link #CONNECT_MAC_BYTES} (RDMA-CM's private data has room for 56 bytes).
      */
-    static byte[] connectProof(byte[] secret, byte[] fields) {
-        return java.util.Arrays.copyOf(mac(secret, "connect", fields, new byte[0]), CONNECT_MAC_BYTES);
+    static byte[] connectProof(byte[] key, byte[] fields) {
+        return java.util.Arrays.copyOf(mac(key, "connect", fields, new byte[0]), CONNECT_MAC_BYTES);
     }
 
     static final int CONNECT_MAC_BYTES = 16;

@@ -222,7 +222,8 @@ public final class PolicyServer implements AutoCloseable {
 
     /**
      * A server whose control sessions authenticate through {@code authenticator} (null: none, the data
-     * plane is open). The connect proofs of verbs are checked on the options' secret, if any.
+     * plane is open). The connect proofs of verbs are checked on the options' secret, if any (control channels), and
+     * on the key of the session they name (data channels).
      */
     public PolicyServer(Node node, PolicyOptions options, ServerLimits limits, PolicyMetrics metrics,
                         SessionAuthenticator authenticator, RequestHandler handler) {

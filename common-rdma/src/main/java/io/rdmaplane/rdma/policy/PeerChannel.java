@@ -279,7 +279,10 @@ final class PeerChannel {
         ConnectRequest request = new ConnectRequest(ConnectProof.create(proofKey, trafficClass, sessionId), false);
         owner.client().node().connect(owner.address(), depth, trafficClass.lane(), new Handler(gen), request).whenComplete((opened, error) -> {
             if (error != null) {
-                attemptFailed(gen, "cannot connect: " + rootMessage(error), refused(error));
+                // Only a refused control connect says the peer is gone: its control channel is the first contact. A
+                // data connect is turned away also by a live peer (on verbs, one naming a session the peer has just
+                // dropped is REJECTED like one to a closed port); its next attempt names the current session.
+                attemptFailed(gen, "cannot connect: " + rootMessage(error), trafficClass == TrafficClass.CONTROL && refused(error));
                 return;
             }
             byte[] nonce = Auth.nonce();

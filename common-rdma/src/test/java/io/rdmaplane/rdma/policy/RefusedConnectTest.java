@@ -1,10 +1,13 @@
 package io.rdmaplane.rdma.policy;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.rdmaplane.rdma.provider.Lane;
+import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.tcp.TcpProvider;
@@ -22,7 +25,8 @@ import org.junit.jupiter.api.Test;
 /**
  * A peer whose port turns connections away (a killed DataNode): with {@link PolicyClient.Liveness#REFUSED_IS_GONE}
  * its callers fall back after the first refused attempt; with {@link PolicyClient.Liveness#UNKNOWN} the channel goes
- * through its reconnect attempts (a peer that may come back at the same address).
+ * through its reconnect attempts (a peer that may come back at the same address). Only the control channel's refusal
+ * counts: a live peer turns a data connect away too (verbs: one naming a session the peer has just dropped).
  */
 class RefusedConnectTest {
     private static final int MAX_ATTEMPTS = 6;
@@ -60,6 +64,34 @@ class RefusedConnectTest {
         long millis = (System.nanoTime() - t0) / 1_000_000;
         System.out.printf("refused connect, REFUSED_IS_GONE: failed after %d ms, %d liveness question(s)%n", millis, asked.size());
         assertEquals(List.of(true), asked, "one question, after the first attempt, which was refused");
+    }
+
+    @Test
+    void aRefusedDataConnectToAPeerWhoseControlChannelIsUpIsTriedAgainNotTakenForThePeerGone() throws Exception {
+        List<Boolean> asked = new CopyOnWriteArrayList<>();
+        try (PolicyFixture fixture = new PolicyFixture(PolicyFixture.fast(), PolicyFixture.fast(), PolicyFixture.echo());
+             PolicyClient client = new PolicyClient(fixture.clientNode, PolicyFixture.fast(), new PolicyMetrics(),
+                     new PolicyClient.Listener() { }, (peer, refused) -> {
+                         asked.add(refused);
+                         return PolicyClient.Liveness.REFUSED_IS_GONE.declaredLost(peer, refused);
+                     })) {
+            fixture.server.markReady();
+            InetSocketAddress server = fixture.serverNode.localAddress();
+            ByteBuffer memory = ByteBuffer.allocateDirect(4096);
+            new java.util.Random(3).ints(4096).forEach(i -> memory.put((byte) i));
+            memory.flip();
+            MemoryRegion region = fixture.serverNode.register(memory);
+            fixture.server.grants(client.instance(server)).grant(region.rkey());
+            RemoteBlock block = new RemoteBlock(region.address(), region.rkey(), 4096, PolicyFixture.crc(region.buffer()));
+            fixture.clientNode.refuseConnects(Lane.BULK, 1); // the data channel's first connect: refused
+
+            MemoryRegion landing = fixture.landing(4096);
+            client.peer(server).read(block, landing, 0).get(30, TimeUnit.SECONDS);
+
+            assertEquals(block.crc32c(), PolicyFixture.crc(landing.buffer()), "the READ landed the block's bytes");
+            assertFalse(client.peer(server).isFailed(), "the peer is not given up");
+            assertEquals(List.of(false), asked, "the refused data connect was asked about as not refused");
+        }
     }
 
     @Test

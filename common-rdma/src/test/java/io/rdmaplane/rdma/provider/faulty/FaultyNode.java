@@ -40,6 +40,8 @@ import org.slf4j.LoggerFactory;
  * <li>{@link #grantUnknownKeys(int)}: the keys this node makes for peers go out with an rkey its own
  * provider never made, so it refuses the peers' READs with them, as a key revoked between its grant
  * and the READ;</li>
+ * <li>{@link #refuseConnects(Lane, int)}: connects this node makes in a lane end {@link Status#CONNECTION_REFUSED}
+ * without reaching the peer, as a verbs peer's CM turning a connect away;</li>
  * <li>{@link #closeAfterRequests(int)}: the node closes itself after answering so many requests, as
  * a host dying mid-job;</li>
  * <li>{@link #dieAfterRequests(int)}: likewise, but as a transport thread dying of an Error:
@@ -58,6 +60,7 @@ public final class FaultyNode implements Node {
     private final AtomicInteger readsToRefuse = new AtomicInteger();
     private final AtomicInteger readsRefused = new AtomicInteger();
     private final AtomicInteger keysToSpoil = new AtomicInteger();
+    private final java.util.Map<Lane, AtomicInteger> connectsToRefuse = new ConcurrentHashMap<>();
     private final AtomicInteger requests = new AtomicInteger();
     private final AtomicInteger registrationsTried = new AtomicInteger();
     private volatile boolean registrationsFail;
@@ -122,6 +125,11 @@ public final class FaultyNode implements Node {
 
     boolean crawling() {
         return crawling && !closed;
+    }
+
+    /** The next {@code connects} connects this node makes in {@code lane} end CONNECTION_REFUSED, never reaching the peer. */
+    public void refuseConnects(Lane lane, int connects) {
+        connectsToRefuse.computeIfAbsent(lane, l -> new AtomicInteger()).set(connects);
     }
 
     /** While on, every registration fails as on a node whose device went away (LOCAL_PROTECTION_ERROR). */
@@ -347,6 +355,12 @@ public final class FaultyNode implements Node {
     public CompletableFuture<Channel> connect(InetSocketAddress peer, int queueDepth, Lane lane, ChannelHandler handler,
                                               ConnectRequest request) {
         Objects.requireNonNull(handler, "handler");
+        AtomicInteger refusals = connectsToRefuse.get(lane);
+        if (refusals != null && refusals.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+            LOG.warn("fault injection: refusing a {} connect to {}", lane, peer);
+            return CompletableFuture.failedFuture(new TransportException(Status.CONNECTION_REFUSED,
+                    "cannot connect to " + peer + ": refused (fault injection)"));
+        }
         FaultyChannel faulty = new FaultyChannel(this, handler);
         lanes.put(faulty, lane);
         return inner.connect(peer, queueDepth, lane, faulty.fromInner(), request).thenApply(faulty::connected);

@@ -710,6 +710,27 @@ public final class RingCluster implements AutoCloseable {
     }
 
     /**
+     * The lines of the executors' logs in which {@code pattern} occurs, at most {@code max}, each after its log's work folder:
+     * what a failed check prints when a counter says something fell back (the log says why).
+     */
+    public List<String> executorLogLines(Pattern pattern, int max) {
+        List<String> out = new ArrayList<>();
+        try (Stream<Path> files = Files.exists(dir) ? Files.walk(dir) : Stream.empty()) {
+            for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr") && f.toString().contains("/work-")).sorted().toList()) {
+                for (String l : Files.readAllLines(f, java.nio.charset.StandardCharsets.ISO_8859_1)) {
+                    if (out.size() < max && pattern.matcher(l).find()) {
+                        out.add(f.getParent().getParent().getFileName() + "/" + f.getParent().getFileName() + ": "
+                                + (l.length() > 600 ? l.substring(0, 600) + " ..." : l));
+                    }
+                }
+            }
+        } catch (IOException | UncheckedIOException e) {
+            out.add("(executor logs unreadable: " + e + ")");
+        }
+        return out;
+    }
+
+    /**
      * How many times longer the ring waits for its daemons than on a host (system property {@code rdma.ring.waitScale},
      * default 1): the Soft-RoCE VM emulates its CPUs and starts a JVM 25-50x slower.
      */

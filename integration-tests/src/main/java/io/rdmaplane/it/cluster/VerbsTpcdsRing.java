@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 
 /**
@@ -199,6 +200,12 @@ public final class VerbsTpcdsRing {
                 + ", declined " + RingDriver.number(driver, "hdfs.client.declined"));
         zero(problems, "the driver", driver, ShuffleMetrics.FALLBACK_SHUFFLE, ShuffleMetrics.FALLBACK_APP, "hdfs.client.fallbacks",
                 "hdfs.client.declined");
+        if (problems.stream().anyMatch(p -> p.contains("fallback") || p.contains("declined"))) {
+            // the counters say that something fell back; the executors' logs say why
+            for (String line : cluster.executorLogLines(java.util.regex.Pattern.compile("fell back|falls? back|declined"), 12)) {
+                System.out.println("tpcds-verbs: executor log: " + line);
+            }
+        }
         Set<String> workerHosts = new TreeSet<>();
         for (int w = 1; w <= cluster.workers; w++) {
             workerHosts.add(cluster.ring.address(w));
@@ -246,9 +253,20 @@ public final class VerbsTpcdsRing {
     private static void zero(List<String> problems, String who, Map<String, String> r, String... counters) {
         for (String c : counters) {
             if (RingDriver.number(r, c) != 0) {
-                problems.add(who + ": " + c + " = " + r.get(c) + ", expected 0");
+                problems.add(who + ": " + c + " = " + r.get(c) + reasons(r, c) + ", expected 0");
             }
         }
+    }
+
+    /**
+     * The counters of {@code r} that break {@code counter} down by reason (for {@code hdfs.client.fallbacks}: the
+     * {@code hdfs.client.fallback.*} ones), as " (name n, ...)", or "" when there are none.
+     */
+    private static String reasons(Map<String, String> r, String counter) {
+        String prefix = (counter.endsWith("s") ? counter.substring(0, counter.length() - 1) : counter) + ".";
+        String found = new TreeMap<>(r).entrySet().stream().filter(e -> e.getKey().startsWith(prefix))
+                .map(e -> e.getKey() + " " + e.getValue()).collect(java.util.stream.Collectors.joining(", "));
+        return found.isEmpty() ? "" : " (" + found + ")";
     }
 
     private static long bytesUnder(Path dir) throws IOException {

@@ -75,12 +75,17 @@ final class PolicyFixture implements AutoCloseable {
 
     /** A remotely readable region of seeded bytes on the server, granted to the client, and its block descriptor. */
     RemoteBlock exposeBlock(int size, long seed) throws TransportException {
+        return exposeBlock(size, seed, client);
+    }
+
+    /** As {@link #exposeBlock(int, long)}, granted to {@code grantee} (a client of the test's own besides the fixture's). */
+    RemoteBlock exposeBlock(int size, long seed, PolicyClient grantee) throws TransportException {
         ByteBuffer memory = ByteBuffer.allocateDirect(size);
         byte[] bytes = new byte[size];
         new Random(seed).nextBytes(bytes);
         memory.put(bytes).flip();
         MemoryRegion region = serverNode.register(memory);
-        server.grants(client.instance(serverNode.localAddress())).grant(region.rkey());
+        server.grants(grantee.instance(serverNode.localAddress())).grant(region.rkey());
         return new RemoteBlock(region.address(), region.rkey(), size, crc(region.buffer()));
     }
 

@@ -77,12 +77,7 @@ class RefusedConnectTest {
                      })) {
             fixture.server.markReady();
             InetSocketAddress server = fixture.serverNode.localAddress();
-            ByteBuffer memory = ByteBuffer.allocateDirect(4096);
-            new java.util.Random(3).ints(4096).forEach(i -> memory.put((byte) i));
-            memory.flip();
-            MemoryRegion region = fixture.serverNode.register(memory);
-            fixture.server.grants(client.instance(server)).grant(region.rkey());
-            RemoteBlock block = new RemoteBlock(region.address(), region.rkey(), 4096, PolicyFixture.crc(region.buffer()));
+            RemoteBlock block = fixture.exposeBlock(4096, 3, client);
             fixture.clientNode.refuseConnects(Lane.BULK, 1); // the data channel's first connect: refused
 
             MemoryRegion landing = fixture.landing(4096);

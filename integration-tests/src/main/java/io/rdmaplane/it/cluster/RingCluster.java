@@ -664,14 +664,26 @@ public final class RingCluster implements AutoCloseable {
         return ProcessHandle.of(worker.pid()).map(h -> h.children().filter(ProcessHandle::isAlive).toList()).orElse(List.of());
     }
 
+    /** The executors' logs: each executor's {@code stderr} under a Worker's work folder, in name order. */
+    private List<Path> executorLogs() throws IOException {
+        try (Stream<Path> files = Files.exists(dir) ? Files.walk(dir) : Stream.empty()) {
+            return files.filter(f -> f.getFileName().toString().equals("stderr") && f.toString().contains("/work-")).sorted().toList();
+        }
+    }
+
+    /** An executor log's "application/executor id", from its folders. */
+    private static String executorName(Path log) {
+        return log.getParent().getParent().getFileName() + "/" + log.getParent().getFileName();
+    }
+
     /** The last lines of every process's log and of the executors' logs: what a failure prints. */
     public synchronized String tails() {
         StringBuilder b = new StringBuilder();
         for (RingProcess p : processes) {
             b.append(p.tail(p.name.startsWith("driver") ? 60 : 25));
         }
-        try (Stream<Path> files = Files.exists(dir) ? Files.walk(dir) : Stream.empty()) {
-            for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr") && f.toString().contains("/work-")).toList()) {
+        try {
+            for (Path f : executorLogs()) {
                 List<String> all = Files.readAllLines(f, java.nio.charset.StandardCharsets.ISO_8859_1);
                 b.append("---- last lines of executor log ").append(f).append('\n');
                 all.subList(Math.max(0, all.size() - 25), all.size())
@@ -688,8 +700,8 @@ public final class RingCluster implements AutoCloseable {
      * it, e.g. a shuffle manager class not found), or null while none did.
      */
     public String executorDeath() {
-        try (Stream<Path> files = Files.exists(dir) ? Files.walk(dir) : Stream.empty()) {
-            for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr") && f.toString().contains("/work-")).sorted().toList()) {
+        try {
+            for (Path f : executorLogs()) {
                 List<String> lines = Files.readAllLines(f, java.nio.charset.StandardCharsets.ISO_8859_1);
                 for (int i = 0; i < lines.size(); i++) {
                     if (lines.get(i).startsWith("Exception in thread \"main\"")) {
@@ -699,7 +711,7 @@ public final class RingCluster implements AutoCloseable {
                                 cause = l;
                             }
                         }
-                        return "executor " + f.getParent().getParent().getFileName() + "/" + f.getParent().getFileName() + " died: " + cause.trim();
+                        return "executor " + executorName(f) + " died: " + cause.trim();
                     }
                 }
             }
@@ -715,12 +727,11 @@ public final class RingCluster implements AutoCloseable {
      */
     public List<String> executorLogLines(Pattern pattern, int max) {
         List<String> out = new ArrayList<>();
-        try (Stream<Path> files = Files.exists(dir) ? Files.walk(dir) : Stream.empty()) {
-            for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr") && f.toString().contains("/work-")).sorted().toList()) {
+        try {
+            for (Path f : executorLogs()) {
                 for (String l : Files.readAllLines(f, java.nio.charset.StandardCharsets.ISO_8859_1)) {
                     if (out.size() < max && pattern.matcher(l).find()) {
-                        out.add(f.getParent().getParent().getFileName() + "/" + f.getParent().getFileName() + ": "
-                                + (l.length() > 600 ? l.substring(0, 600) + " ..." : l));
+                        out.add(executorName(f) + ": " + (l.length() > 600 ? l.substring(0, 600) + " ..." : l));
                     }
                 }
             }

@@ -66,6 +66,8 @@ if [ "${1:-}" = --in-vm ]; then
   devices_failed=0
   idle_ok=
   [ "$TV_QUERIES" = none ] && idle_ok=${RDMA_VM_HOST_DEVS/$RDMA_VM_HOST1_DEV/}
+  # Only the read-back's client READs on host1 (the drivers read nothing over RDMA): without it host1's device may be idle.
+  [ "$TV_HDFS_SIZE" = 0 ] && idle_ok="$idle_ok $RDMA_VM_HOST1_DEV"
   rxe_moved /tmp/tpcds-verbs-rxe-before "$out/rxe-delta" "$idle_ok" || devices_failed=1
   rcvd=$(awk -v d="$RDMA_VM_HOST1_DEV" '$1 == d { print $3 }' "$out/rxe-delta")
   # the device's RoCE MTU (1024 at run.sh's default veth MTU of 1500, 4096 with --mtu 9000)

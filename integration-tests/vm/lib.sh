@@ -164,7 +164,7 @@ rxe_moved() { # before-file delta-file [idle-ok devices]
     vm_log "$d: sent_pkts +$sent, rcvd_pkts +$rcvd"
     echo "$d $sent $rcvd" >> "$2"
     case " $RDMA_VM_HOST_DEVS " in
-      *" $d "*) [[ "$idle_ok" == *" $d "* ]] || [ "$sent" -gt 0 ] && [ "$rcvd" -gt 0 ] || { vm_log "$d (a host of the cluster) carried no packets"; ok=1; } ;;
+      *" $d "*) [[ "$idle_ok" == *" $d "* ]] || { [ "$sent" -gt 0 ] && [ "$rcvd" -gt 0 ]; } || { vm_log "$d (a host of the cluster) carried no packets"; ok=1; } ;;
       *) [ "$sent" = 0 ] && [ "$rcvd" = 0 ] || { vm_log "$d (no host of the cluster) carried packets"; ok=1; } ;;
     esac
   done

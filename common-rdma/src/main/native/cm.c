@@ -304,8 +304,56 @@ static void connect_id(JNIEnv *env, struct rdma_cm_id *cm_id, jint retry_count, 
     }
 }
 
-/* rdma_accept. readable = 0: no responder resources, as for connect_id. */
-static void accept_id(JNIEnv *env, struct rdma_cm_id *cm_id, jint retry_count, jint rnr_retry_count, int readable) {
+/* Moves the id's QP (INIT, as rdma_create_qp left it) through INIT, RTR and RTS with the
+ * attributes the CM computes for this connection, except for the remote access flags, which are
+ * `access` from the first transition on, and the read depths of `param`. rdma_accept would apply
+ * the CM's flags itself (REMOTE_READ whenever the peer asked for responder resources), so a QP
+ * admitted to be READ only later could serve READs between the accept and a later change of its
+ * flags; ready this way, it never has more access than asked for. Returns 0 or an errno. */
+static int ready_qp(struct rdma_cm_id *cm_id, const struct rdma_conn_param *param, int access) {
+    struct ibv_qp_attr attr;
+    int mask = 0;
+    memset(&attr, 0, sizeof attr);
+    attr.qp_state = IBV_QPS_INIT;
+    errno = 0;
+    if (rdma_init_qp_attr(cm_id, &attr, &mask) != 0) {
+        return rp_errno();
+    }
+    attr.qp_access_flags = access;
+    int rc = ibv_modify_qp(cm_id->qp, &attr, mask | IBV_QP_ACCESS_FLAGS);
+    if (rc != 0) {
+        return rc > 0 ? rc : rp_errno();
+    }
+    memset(&attr, 0, sizeof attr);
+    attr.qp_state = IBV_QPS_RTR;
+    if (rdma_init_qp_attr(cm_id, &attr, &mask) != 0) {
+        return rp_errno();
+    }
+    /* As librdmacm does: on an InfiniBand port an older kernel reports RoCE-only attribute bits. */
+    struct ibv_port_attr port;
+    if (ibv_query_port(cm_id->verbs, cm_id->port_num, &port) == 0 && port.link_layer == IBV_LINK_LAYER_INFINIBAND) {
+        mask &= ~0xe00000;
+    }
+    attr.max_dest_rd_atomic = param->responder_resources;
+    rc = ibv_modify_qp(cm_id->qp, &attr, mask);
+    if (rc != 0) {
+        return rc > 0 ? rc : rp_errno();
+    }
+    memset(&attr, 0, sizeof attr);
+    attr.qp_state = IBV_QPS_RTS;
+    if (rdma_init_qp_attr(cm_id, &attr, &mask) != 0) {
+        return rp_errno();
+    }
+    attr.max_rd_atomic = param->initiator_depth;
+    rc = ibv_modify_qp(cm_id->qp, &attr, mask);
+    return rc == 0 ? 0 : rc > 0 ? rc : rp_errno();
+}
+
+/* rdma_accept. readable = 0: no responder resources, as for connect_id, and no remote access.
+ * readable = 1: responder resources; remote access is REMOTE_READ when access_now, else none
+ * until NativeCm.allowRemoteReads. The QP is made ready here (ready_qp), not by rdma_accept. */
+static void accept_id(JNIEnv *env, struct rdma_cm_id *cm_id, jint retry_count, jint rnr_retry_count, int readable,
+                      int access_now) {
     int rd_atom, init_rd_atom;
     local_read_depths(cm_id, &rd_atom, &init_rd_atom);
     /* Serve no more reads than the peer will issue, and issue no more than it serves. The request
@@ -323,9 +371,26 @@ static void accept_id(JNIEnv *env, struct rdma_cm_id *cm_id, jint retry_count, j
     param.retry_count = retries(retry_count);
     param.rnr_retry_count = retries(rnr_retry_count);
 
+    struct ibv_qp *qp = cm_id->qp;
+    if (qp == NULL) {
+        rp_throw_bad_handle(env, "rdma_accept (no QP)");
+        return;
+    }
+    int rc = ready_qp(cm_id, &param, readable && access_now ? IBV_ACCESS_REMOTE_READ : 0);
+    if (rc != 0) {
+        rp_throw_io(env, "rdma_accept (making the QP ready)", rc);
+        return;
+    }
+    /* Without a QP on the id rdma_accept leaves the QP alone and announces param's qp_num. */
+    param.qp_num = qp->qp_num;
+    param.srq = qp->srq != NULL;
+    cm_id->qp = NULL;
     errno = 0;
-    if (rdma_accept(cm_id, &param) != 0) {
-        rp_throw_io(env, "rdma_accept", rp_errno());
+    rc = rdma_accept(cm_id, &param);
+    int err = rp_errno();
+    cm_id->qp = qp;
+    if (rc != 0) {
+        rp_throw_io(env, "rdma_accept", err);
     }
 }
 
@@ -349,7 +414,7 @@ JNIEXPORT void JNICALL ND(accept)(JNIEnv *env, jobject self, jlong id, jint retr
         rp_throw_bad_handle(env, "rdma_accept");
         return;
     }
-    accept_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, 1);
+    accept_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, 1, 1);
 }
 
 /* ---- io.rdmaplane.rdma.provider.verbs.impl.NativeCm: what DiSNI's interface cannot say. */
@@ -376,12 +441,13 @@ JNIEXPORT void JNICALL NCM(connect)(JNIEnv *env, jclass cls, jlong id, jint retr
 }
 
 JNIEXPORT void JNICALL NCM(accept)(JNIEnv *env, jclass cls, jlong id, jint retry_count, jint rnr_retry_count,
-                                   jboolean readable) {
+                                   jboolean readable, jboolean access_now) {
     if (id == 0) {
         rp_throw_bad_handle(env, "rdma_accept");
         return;
     }
-    accept_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, readable == JNI_TRUE);
+    accept_id(env, PTR(struct rdma_cm_id, id), retry_count, rnr_retry_count, readable == JNI_TRUE,
+              access_now == JNI_TRUE);
 }
 
 /* Takes remote access away from the id's QP (RTS to RTS, access flags only): a READ that reaches
@@ -413,6 +479,25 @@ JNIEXPORT void JNICALL NCM(denyRemoteAccess)(JNIEnv *env, jclass cls, jlong id) 
  * IOException when the QP cannot be changed. */
 JNIEXPORT void JNICALL NCM(allowRemoteReads)(JNIEnv *env, jclass cls, jlong id) {
     set_remote_access(env, id, IBV_ACCESS_REMOTE_READ);
+}
+
+/* The id's QP's access flags (ibv_query_qp); throws an IOException when the QP cannot be queried. */
+JNIEXPORT jint JNICALL NCM(remoteAccessFlags)(JNIEnv *env, jclass cls, jlong id) {
+    struct rdma_cm_id *cm_id = PTR(struct rdma_cm_id, id);
+    if (id == 0 || cm_id->qp == NULL) {
+        rp_throw_bad_handle(env, "ibv_query_qp");
+        return 0;
+    }
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+    memset(&attr, 0, sizeof attr);
+    errno = 0;
+    int rc = ibv_query_qp(cm_id->qp, &attr, IBV_QP_ACCESS_FLAGS, &init);
+    if (rc != 0) {
+        rp_throw_io(env, "ibv_query_qp", rc > 0 ? rc : rp_errno());
+        return 0;
+    }
+    return (jint) attr.qp_access_flags;
 }
 
 /* Copies the private data of a connection request id into the direct buffer out; returns the
@@ -518,4 +603,5 @@ RP_ALIAS(NCM_SHADED(connect), NCM(connect))
 RP_ALIAS(NCM_SHADED(accept), NCM(accept))
 RP_ALIAS(NCM_SHADED(denyRemoteAccess), NCM(denyRemoteAccess))
 RP_ALIAS(NCM_SHADED(allowRemoteReads), NCM(allowRemoteReads))
+RP_ALIAS(NCM_SHADED(remoteAccessFlags), NCM(remoteAccessFlags))
 RP_ALIAS(NCM_SHADED(connectData), NCM(connectData))

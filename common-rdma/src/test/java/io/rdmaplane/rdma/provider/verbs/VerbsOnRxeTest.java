@@ -2,21 +2,27 @@ package io.rdmaplane.rdma.provider.verbs;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.ibm.disni.verbs.IbvMr;
 import io.rdmaplane.rdma.provider.Access;
+import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
 import io.rdmaplane.rdma.provider.ProviderConformanceSuite;
+import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.testing.Polling;
 import io.rdmaplane.rdma.testing.RdmaVmOnly;
+import java.net.SocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
@@ -30,6 +36,7 @@ import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -39,14 +46,15 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * What the verbs provider does beyond the conformance suite, on Soft-RoCE in the VM: read-only
  * file mappings (private ones advised off huge pages before registering), On-Demand Paging never
- * used, receive credits under a slow receiver, busy-polled completions, and the acceptor's first
- * message arriving after the READY.
+ * used, a channel admitted to be READ later serving no READ until allowed, receive credits under a
+ * slow receiver, busy-polled completions, and the acceptor's first message arriving after the READY.
  */
 @ExtendWith(RdmaVmOnly.class)
 class VerbsOnRxeTest {
     private static final long WAIT_SECONDS = 60;
     private static final Duration WAIT = Duration.ofSeconds(WAIT_SECONDS);
     private static final String REGISTRATION = "io.rdmaplane.rdma.provider.verbs.impl.RegistrationChecks";
+    private static final String ACCEPTED = "io.rdmaplane.rdma.provider.verbs.impl.AcceptedAccess";
     private final List<Node> nodes = new ArrayList<>();
 
     @AfterEach
@@ -216,6 +224,62 @@ class VerbsOnRxeTest {
         int ma = Integer.parseInt(v[0]);
         int mi = v.length > 1 ? Integer.parseInt(v[1]) : 0;
         return ma < major || (ma == major && mi < minor);
+    }
+
+    /**
+     * A channel admitted to be READ later (a policy server's data channel, until its peer proved its
+     * session) has no remote access from its QP's first state on: right after rdma_accept a READ with a
+     * valid key is refused, until the channel's owner allows READs; then the same READ works. Before,
+     * rdma_accept gave the QP the CM's REMOTE_READ and the provider took it away just after: a READ in
+     * between was served.
+     */
+    @Test
+    void aChannelAdmittedToBeReadLaterHasNoRemoteAccessUntilItsOwnerAllowsIt() throws Exception {
+        DisniTestSupport.call(ACCEPTED, "start");
+        try {
+            Node server = node("RDMA_VM_ADDR_A");
+            List<Channel> serverSide = new CopyOnWriteArrayList<>();
+            server.listen(new ChannelAcceptor() {
+                @Override
+                public ChannelHandler accept(Channel channel) {
+                    serverSide.add(channel);
+                    return new ChannelHandler() { };
+                }
+
+                @Override
+                public Admission admit(SocketAddress from, ByteBuffer connectData) {
+                    return Admission.ACCEPT_REMOTE_READ_LATER;
+                }
+            });
+            byte[] content = new byte[64 << 10];
+            new Random(23).nextBytes(content);
+            MemoryRegion source = server.register(ByteBuffer.allocateDirect(content.length).put(content).flip());
+            Node client = node("RDMA_VM_ADDR_B");
+            MemoryRegion landing = client.register(ByteBuffer.allocateDirect(content.length), EnumSet.of(Access.LOCAL_WRITE));
+
+            Channel first = client.connect(server.localAddress(), 8, new ChannelHandler() { }).get(WAIT_SECONDS, TimeUnit.SECONDS);
+            List<?> flags = (List<?>) DisniTestSupport.call(ACCEPTED, "flags");
+            assertEquals(1, flags.size(), "accepted QPs");
+            assertEquals(0, (Integer) flags.get(0) & IbvMr.IBV_ACCESS_REMOTE_READ,
+                    "right after rdma_accept the QP must not serve READs: access flags " + flags.get(0));
+            // The responder NAKs a READ on a QP without remote read access (rxe: as an invalid request).
+            ExecutionException refused = assertThrows(ExecutionException.class,
+                    () -> first.read(source.address(), source.rkey(), content.length, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS));
+            Status status = assertInstanceOf(TransportException.class, refused.getCause()).status();
+            assertTrue(status == Status.REMOTE_INVALID_REQUEST || status == Status.REMOTE_ACCESS_ERROR, refused.getCause().getMessage());
+            for (int i = 0; i < content.length; i++) {
+                assertEquals(0, landing.buffer().get(i), "a byte of the refused READ landed");
+            }
+
+            Channel second = client.connect(server.localAddress(), 8, new ChannelHandler() { }).get(WAIT_SECONDS, TimeUnit.SECONDS);
+            flags = (List<?>) DisniTestSupport.call(ACCEPTED, "flags");
+            assertEquals(0, (Integer) flags.get(1) & IbvMr.IBV_ACCESS_REMOTE_READ, "the second QP, right after rdma_accept");
+            Polling.waitUntil(() -> serverSide.size() == 2, WAIT, () -> "both channels at the server, have " + serverSide.size());
+            serverSide.get(1).allowRemoteReads();
+            readAndCompare(second, source, landing, content);
+        } finally {
+            DisniTestSupport.call(ACCEPTED, "stop");
+        }
     }
 
     @Test

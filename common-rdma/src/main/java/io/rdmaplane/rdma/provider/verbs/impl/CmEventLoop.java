@@ -22,6 +22,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -39,6 +40,8 @@ final class CmEventLoop {
     private static final long DISCONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(1000);
     /** Unreadable connect requests are logged at most this often: a foreign or hostile peer would otherwise flood the log. */
     private static final long UNCHECKED_LOG_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(10);
+    /** Tests only: called on the loop with each accepted id right after rdma_accept, before anything else. */
+    static volatile Consumer<RdmaCmId> acceptedForTest;
 
     private final VerbsNode node;
     private final RdmaEventChannel events;
@@ -360,12 +363,14 @@ final class CmEventLoop {
                 throw new IOException("the connection request came without an RDMA device");
             }
             channel.setUp(ctx);
-            boolean readable = admission != Admission.ACCEPT_WITHOUT_REMOTE_READ; // responder resources: READs can be served
-            NativeCm.accept(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, readable);
-            if (admission != Admission.ACCEPT) {
-                // Without responder resources this refuses a READ sent regardless; admitted to be READ later,
-                // the QP serves none until its owner allows it (Channel.allowRemoteReads).
-                NativeCm.denyRemoteAccess(id);
+            // Responder resources unless READs are never to be served; remote access from the QP's first state
+            // only when admitted as it is: admitted to be READ later, it serves none until its owner allows it
+            // (Channel.allowRemoteReads), not even between the accept and that.
+            boolean readable = admission != Admission.ACCEPT_WITHOUT_REMOTE_READ;
+            NativeCm.accept(id, VerbsChannel.RETRY_COUNT, VerbsChannel.RNR_RETRY_COUNT, readable, admission == Admission.ACCEPT);
+            Consumer<RdmaCmId> seen = acceptedForTest;
+            if (seen != null) {
+                seen.accept(id);
             }
         } catch (IOException | RuntimeException e) {
             LOG.warn("{}: cannot accept a connection from {}: {}", node.name(), channel.remoteAddress(), e.toString());

@@ -28,9 +28,20 @@ final class NativeCm {
         connect(handle(id), retryCount, rnrRetryCount, direct, data.length, remoteReadable);
     }
 
-    /** rdma_accept; without {@code remoteReadable} the QP serves no READ of the peer. */
-    static void accept(RdmaCmId id, int retryCount, int rnrRetryCount, boolean remoteReadable) throws IOException {
-        accept(handle(id), retryCount, rnrRetryCount, remoteReadable);
+    /**
+     * rdma_accept, the QP made ready first with exactly this access: without {@code remoteReadable}
+     * it serves no READ of the peer (no responder resources); with it but without {@code readableNow}
+     * it has responder resources and no remote access until {@link #allowRemoteReads}, from its first
+     * state on (rdma_accept alone would give it REMOTE_READ for as long as it took to take that away).
+     */
+    static void accept(RdmaCmId id, int retryCount, int rnrRetryCount, boolean remoteReadable, boolean readableNow)
+            throws IOException {
+        accept(handle(id), retryCount, rnrRetryCount, remoteReadable, readableNow);
+    }
+
+    /** The id's QP's remote access flags (ibv_query_qp), e.g. IBV_ACCESS_REMOTE_READ. */
+    static int remoteAccessFlags(RdmaCmId id) throws IOException {
+        return remoteAccessFlags(handle(id));
     }
 
     /**
@@ -67,7 +78,10 @@ final class NativeCm {
     private static native void connect(long id, int retryCount, int rnrRetryCount, ByteBuffer data, int length,
                                         boolean remoteReadable) throws IOException;
 
-    private static native void accept(long id, int retryCount, int rnrRetryCount, boolean remoteReadable) throws IOException;
+    private static native void accept(long id, int retryCount, int rnrRetryCount, boolean remoteReadable, boolean readableNow)
+            throws IOException;
+
+    private static native int remoteAccessFlags(long id) throws IOException;
 
     private static native int connectData(long id, ByteBuffer out);
 

@@ -25,12 +25,15 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * What one executor JVM runs for RDMA shuffle, started once on its first RDMA shuffle task:
- * the data node (provider per configuration) with a {@link ShuffleBlockServer} answering LOCATE
- * for the {@link MapOutputStore}, a registered pool for reduce buffers, the {@link PolicyClient}
- * that READs from other executors, and a client of the driver's registry (on a node of its own,
- * {@code registry.provider}), with which this executor registered its data address, and which tells
- * the policy client when a peer it cannot reach was removed by Spark.
+ * What one executor JVM runs for RDMA shuffle: the data node (provider per configuration) with a
+ * {@link ShuffleBlockServer} answering LOCATE for the {@link MapOutputStore}, a registered pool for
+ * reduce buffers, the {@link PolicyClient} that READs from other executors, and a client of the
+ * driver's registry (on a node of its own, {@code registry.provider}), with which this executor
+ * registered its data address, and which tells the policy client when a peer it cannot reach was
+ * removed by Spark. Started once: with the executor on Spark 4 (on a thread of its own, see
+ * RdmaShuffleManager), on its first RDMA shuffle task on Spark 3.5; a map task needs it only when it
+ * commits its output, a reduce task when it starts. Its start also warms up the Arrow framing, which
+ * the first map output would otherwise pay for.
  */
 final class ExecutorRuntime implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ExecutorRuntime.class);
@@ -87,6 +90,7 @@ final class ExecutorRuntime implements AutoCloseable {
                 Math.min(LocateProtocol.MAX_RESPONSE_BYTES, nodeOptions.maxMessageSize() - 64)));
         server.start();
         registry.register(executorId, server.address());
+        store.warmUp(); // off the task path (Spark 4 starts this runtime with the executor): not in its first map task
         LOG.info("RDMA shuffle: executor {} serves shuffle blocks at {} over the {} provider (registry {})", executorId,
                 server.address(), node.providerName(), registryAddress);
     }

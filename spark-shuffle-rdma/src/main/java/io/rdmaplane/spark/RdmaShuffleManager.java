@@ -125,9 +125,10 @@ public final class RdmaShuffleManager implements ShuffleManager {
             appFallback(reason);
         } else if (!isDriver && SparkLine.CURRENT.managerCreatedAfterEnv()) {
             // Spark 4 builds an executor's manager once its environment is up, before tasks come: start the
-            // transport now, off the task path (probing devices and registering take a second or two);
-            // a task that comes sooner waits for it. Spark 3.5 builds it inside the environment's
-            // construction (no SparkEnv yet): there the first task starts it.
+            // transport now, off the task path (probing devices and registering take a second or two); a
+            // map task waits for it only when it commits its output, a reduce task that comes sooner waits.
+            // Spark 3.5 builds it inside the environment's construction (no SparkEnv yet): there the first
+            // task to need it starts it.
             Thread starter = new Thread(this::runtime, "rdma-shuffle-start");
             starter.setDaemon(true);
             starter.start();
@@ -257,12 +258,16 @@ public final class RdmaShuffleManager implements ShuffleManager {
             return sort.getWriter(handle, mapId, context, writeMetrics);
         }
         ShuffleWriter<K, V> writer = sort.getWriter(ours.delegate(), mapId, context, writeMetrics);
-        ExecutorRuntime rt = ours.rdma() ? runtime() : null;
-        if (rt == null) {
+        if (!ours.rdma() || off != null) {
             return writer;
         }
+        // The runtime is wanted when the map output is committed, not before: on an executor's first task it
+        // may still be starting (rdma-shuffle-start), and the map's own work does not wait for it.
         return new RdmaShuffleWriter<>(writer, handle.shuffleId(), mapId,
-                (IndexShuffleBlockResolver) sort.shuffleBlockResolver(), rt.store());
+                (IndexShuffleBlockResolver) sort.shuffleBlockResolver(), () -> {
+                    ExecutorRuntime rt = runtime();
+                    return rt != null ? rt.store() : null;
+                });
     }
 
     @Override

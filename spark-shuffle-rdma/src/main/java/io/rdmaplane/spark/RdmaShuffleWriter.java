@@ -1,8 +1,8 @@
 package io.rdmaplane.spark;
 
 import io.rdmaplane.spark.serve.MapOutputStore;
-import java.io.File;
 import java.io.IOException;
+import java.util.function.Supplier;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriter;
@@ -16,7 +16,8 @@ import scala.collection.Iterator;
  * Spark's own writer (bypass-merge, unsafe/serialized or sort, with its spills) plus one step
  * after a successful commit: the map output's partitions are published for RDMA READ, before
  * the MapStatus goes back, so a reducer that learns of the output can LOCATE its blocks. A
- * failed publish only logs: the files are on disk and Netty serves them.
+ * failed publish only logs: the files are on disk and Netty serves them. The store is asked for
+ * then (null: RDMA is off in this executor, and Netty serves the output).
  */
 final class RdmaShuffleWriter<K, V> extends ShuffleWriter<K, V> {
     private static final Logger LOG = LoggerFactory.getLogger(RdmaShuffleWriter.class);
@@ -25,10 +26,10 @@ final class RdmaShuffleWriter<K, V> extends ShuffleWriter<K, V> {
     private final int shuffleId;
     private final long mapId;
     private final IndexShuffleBlockResolver resolver;
-    private final MapOutputStore store;
+    private final Supplier<MapOutputStore> store;
 
     RdmaShuffleWriter(ShuffleWriter<K, V> delegate, int shuffleId, long mapId, IndexShuffleBlockResolver resolver,
-                      MapOutputStore store) {
+                      Supplier<MapOutputStore> store) {
         this.delegate = delegate;
         this.shuffleId = shuffleId;
         this.mapId = mapId;
@@ -60,8 +61,11 @@ final class RdmaShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             if (total == 0) {
                 return; // nothing to serve: every partition is empty
             }
-            File dataFile = resolver.getDataFile(shuffleId, mapId);
-            store.publish(shuffleId, mapId, dataFile, lengths);
+            MapOutputStore to = store.get();
+            if (to == null) {
+                return;
+            }
+            to.publish(shuffleId, mapId, resolver.getDataFile(shuffleId, mapId), lengths);
         } catch (RuntimeException e) {
             LOG.warn("RDMA shuffle: publishing map output {} of shuffle {} failed; Netty serves it", mapId, shuffleId, e);
         }

@@ -1,8 +1,10 @@
 package io.rdmaplane.rdma.format;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.Channels;
 import java.nio.channels.WritableByteChannel;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -52,6 +54,24 @@ public final class ArrowBlock {
     }
 
     private ArrowBlock() {
+    }
+
+    /**
+     * Frames a one-byte block, writes it whole and decodes it: loads and initialises what every
+     * {@link #frame}, {@link #write} and {@link #read} needs (Arrow's {@code Schema} alone builds a
+     * Jackson {@code ObjectMapper}: about 75 ms of CPU per JVM), so that a process can pay for it when
+     * it starts instead of in its first task.
+     */
+    public static void warmUp(BufferAllocator allocator) throws IOException {
+        ByteBuffer payload = ByteBuffer.allocateDirect(1);
+        frame(Map.of(), payload, allocator);
+        ByteArrayOutputStream whole = new ByteArrayOutputStream();
+        write(Map.of(), payload, Channels.newChannel(whole), allocator);
+        try {
+            read(ByteBuffer.wrap(whole.toByteArray()), true);
+        } catch (CorruptBlockException e) {
+            throw new IllegalStateException("the warm-up block did not decode", e);
+        }
     }
 
     /** Bytes a destination must have to hold the block of {@code payloadLength} bytes with {@code metadata}. */

@@ -52,6 +52,13 @@ class ArrowBlockTest {
         assertEquals(0, segment.position(), "reading leaves the caller's buffer alone");
     }
 
+    /** The warm-up an executor runs at start frames, writes and decodes a block, and keeps no Arrow memory (noLeaks). */
+    @Test
+    void theWarmUpRunsEveryCodecPathAndKeepsNoArrowMemory() throws Exception {
+        ArrowBlock.warmUp(allocator);
+        assertEquals(0, allocator.getAllocatedMemory());
+    }
+
     @Test
     void aDirectPayloadIsWrittenFromWhereItLies() throws Exception {
         byte[] payload = random(5000, 1);

@@ -117,6 +117,19 @@ public final class MapOutputStore implements AutoCloseable {
     }
 
     /**
+     * Loads and initialises what framing a map output takes (Arrow: {@link ArrowBlock#warmUp}), so that an
+     * executor pays for it when its runtime starts rather than in its first map task. Never throws: the first
+     * publish would then pay instead.
+     */
+    public void warmUp() {
+        try {
+            ArrowBlock.warmUp(allocator);
+        } catch (IOException | RuntimeException e) {
+            LOG.debug("warming up the Arrow framing failed; the first map output pays for it", e);
+        }
+    }
+
+    /**
      * How the READ keys of this store's map outputs are bound, for the log: copies are registered for
      * grants (per peer where the node binds memory windows); file mappings keep the region's own rkey,
      * since memory windows need MW_BIND, which pins for write and a read-only mapping refuses.

@@ -57,14 +57,13 @@ public final class ArrowBlock {
     }
 
     /**
-     * Frames a one-byte block, writes it whole and decodes it: loads and initialises what every
-     * {@link #frame}, {@link #write} and {@link #read} needs (Arrow's {@code Schema} alone builds a
+     * Writes a one-byte block and decodes it: loads and initialises what every {@link #frame} (which
+     * writes through the same path), {@link #write} and {@link #read} needs (Arrow's {@code Schema} alone builds a
      * Jackson {@code ObjectMapper}: about 75 ms of CPU per JVM), so that a process can pay for it when
      * it starts instead of in its first task.
      */
     public static void warmUp(BufferAllocator allocator) throws IOException {
         ByteBuffer payload = ByteBuffer.allocateDirect(1);
-        frame(Map.of(), payload, allocator);
         ByteArrayOutputStream whole = new ByteArrayOutputStream();
         write(Map.of(), payload, Channels.newChannel(whole), allocator);
         try {

@@ -49,7 +49,8 @@ import java.util.concurrent.atomic.AtomicReference;
  * (per sweep point) {@code rounds=2000} (control round trips per shape) {@code bursts=3 peers=8
  * fanSeconds=1.5 maxDepth=64 out=target/load-shapes baselineLatUs= baselineBwMiBs=} (these two
  * replace the socket baseline: 64 B READ p50 latency and 64 KiB READ bandwidth) {@code only=control|fan}
- * (one part alone) {@code detectionWindowMs=200 requestTimeoutMs=1000} (the policy layer's, defaults
+ * (one part alone) {@code spinMicros=0 hybridSpinMicros=100} (verbs: the completion spins, as
+ * {@code verbs.completion.spinMicros} and {@code .hybridSpinMicros}) {@code detectionWindowMs=200 requestTimeoutMs=1000} (the policy layer's, defaults
  * as shipped; a slow guest such as the Soft-RoCE VM under TCG raises them so no probe or request
  * times out under bulk: they bound waits, they do not change a figure unless they fire).
  * Longer runs: raise {@code seconds}, {@code rounds}, {@code bursts}, {@code fanSeconds}.
@@ -65,10 +66,15 @@ public final class LoadShapeBenchmark {
     public static void main(String[] args) throws Exception {
         VerbsOptions.Completion completion = ProviderReadBenchmark.completion(
                 Args.get(args, "completion", VerbsOptions.defaults().completion().name()));
+        int spinMicros = Integer.parseInt(Args.get(args, "spinMicros", String.valueOf(VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS)));
+        int hybridSpinMicros = Integer.parseInt(Args.get(args, "hybridSpinMicros",
+                String.valueOf(VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS)));
         NodeOptions serverOptions = ProviderReadBenchmark.options(Args.get(args, "server", "127.0.0.1"), completion,
-                VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS);
+                spinMicros);
+        serverOptions = serverOptions.withVerbs(serverOptions.verbs().withHybridSpinMicros(hybridSpinMicros));
         NodeOptions clientOptions = ProviderReadBenchmark.options(Args.get(args, "client", "127.0.0.1"), completion,
-                VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS);
+                spinMicros);
+        clientOptions = clientOptions.withVerbs(clientOptions.verbs().withHybridSpinMicros(hybridSpinMicros));
         int latRounds = Integer.parseInt(Args.get(args, "latRounds", "2000"));
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), serverOptions);
         long pointNanos = (long) (Double.parseDouble(Args.get(args, "seconds", "0.25")) * 1e9);

@@ -13,18 +13,24 @@ import java.net.InetSocketAddress;
  * devices (the Soft-RoCE VM does: integration-tests/vm). One measurement per run.
  *
  * <p>Arguments: {@code mode=bw|lat provider=auto server=ADDR client=ADDR size=65536|64
- * outstanding=64 seconds=5 rounds=1000 completion=event|poll|hybrid spinMicros=50} (completion: how verbs
- * nodes wait for completions, {@link VerbsOptions#completion()}; this benchmark's READs complete in
- * callbacks, which hybrid leaves to the completion thread; spinMicros: how long an
- * event-driven completion thread polls before it sleeps, {@link VerbsOptions#completionSpinMicros()}).
- * The latency mode also prints the CPU both nodes' threads spent per READ.
+ * outstanding=64 seconds=5 rounds=1000 completion=event|poll|hybrid spinMicros=50 hybridSpinMicros=100 waited=false}
+ * (completion: how verbs nodes wait for completions, {@link VerbsOptions#completion()}; spinMicros: how
+ * long an event-driven completion thread polls before it sleeps, {@link VerbsOptions#completionSpinMicros()};
+ * hybridSpinMicros: how long a thread waiting for a READ polls, {@link VerbsOptions#hybridSpinMicros()}).
+ * READs complete in callbacks (which hybrid leaves to the completion thread), except the latency mode's
+ * with {@code waited=true}: each READ is posted and waited for ({@code get}) on one thread, as
+ * {@code ib_read_lat} posts and polls. The latency mode also prints the CPU both nodes' threads (and
+ * the waiting thread) spent per READ.
  */
 public final class ProviderReadBenchmark {
     public static void main(String[] args) throws Exception {
         VerbsOptions.Completion completion = completion(Args.get(args, "completion", "event"));
         int spin = Integer.parseInt(Args.get(args, "spinMicros", String.valueOf(VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS)));
+        int hybridSpin = Integer.parseInt(Args.get(args, "hybridSpinMicros", String.valueOf(VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS)));
         NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), completion, spin);
+        server = server.withVerbs(server.verbs().withHybridSpinMicros(hybridSpin));
         NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), completion, spin);
+        client = client.withVerbs(client.verbs().withHybridSpinMicros(hybridSpin));
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), server);
         String mode = Args.get(args, "mode", "bw");
         if (mode.equals("bw")) {
@@ -37,10 +43,16 @@ public final class ProviderReadBenchmark {
         } else if (mode.equals("lat")) {
             int size = Integer.parseInt(Args.get(args, "size", "64"));
             int rounds = Integer.parseInt(Args.get(args, "rounds", "1000"));
-            ReadLoad.LatencyRun run = ReadLoad.latencyRun(provider, server, client, size, rounds);
+            ReadLoad.LatencyRun run = Boolean.parseBoolean(Args.get(args, "waited", "false"))
+                    ? ReadLoad.waitedLatencyRun(provider, server, client, size, Math.max(100, rounds / 10), rounds)
+                    : ReadLoad.latencyRun(provider, server, client, size, rounds);
             long[] p = run.percentiles();
             System.out.printf("%s READ lat: size %d rounds %d: typical %.2f usec p99 %.2f usec, cpu %.2f usec per READ%n",
                     provider.name(), size, rounds, p[0] / 1e3, p[1] / 1e3, run.cpuNanos() / 1e3 / rounds);
+            if (!run.busiest().isEmpty()) { // the waited run: where the process's CPU went, per READ
+                System.out.printf("%s READ lat: mean %.2f usec; busiest threads, cpu usec per READ: %s%n", provider.name(),
+                        run.wallNanos() / 1e3 / rounds, run.busiest());
+            }
         } else {
             throw new IllegalArgumentException("mode must be bw or lat, was " + mode);
         }

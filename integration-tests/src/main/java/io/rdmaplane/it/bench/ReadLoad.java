@@ -173,7 +173,11 @@ final class ReadLoad {
     }
 
     /** Percentiles of one latency run, and the CPU both nodes' threads spent during it. */
-    record LatencyRun(long[] percentiles, long cpuNanos, int rounds) {
+    /** busiest: the threads that used CPU meanwhile, "name us" per READ (CpuTime.busiest), or "" if not taken. */
+    record LatencyRun(long[] percentiles, long cpuNanos, int rounds, long wallNanos, String busiest) {
+        LatencyRun(long[] percentiles, long cpuNanos, int rounds) {
+            this(percentiles, cpuNanos, rounds, 0, "");
+        }
     }
 
     static LatencyRun latencyRun(TransportProvider provider, NodeOptions serverOptions, NodeOptions clientOptions, int size,
@@ -212,14 +216,17 @@ final class ReadLoad {
             }
             java.lang.management.ThreadMXBean threads = java.lang.management.ManagementFactory.getThreadMXBean();
             long[] samples = new long[rounds];
+            java.util.Map<Thread, Long> byThread = CpuTime.byThread();
             long cpu0 = CpuTime.of(client) + CpuTime.of(server) + threads.getCurrentThreadCpuTime();
+            long start = System.nanoTime();
             for (int i = 0; i < rounds; i++) {
                 long t0 = System.nanoTime();
                 channel.read(source.address(), source.rkey(), size, landing, 0).get(60, TimeUnit.SECONDS);
                 samples[i] = System.nanoTime() - t0;
             }
+            long wall = System.nanoTime() - start;
             long cpu = CpuTime.of(client) + CpuTime.of(server) + threads.getCurrentThreadCpuTime() - cpu0;
-            return new LatencyRun(Samples.percentiles(samples), cpu, rounds);
+            return new LatencyRun(Samples.percentiles(samples), cpu, rounds, wall, CpuTime.busiest(byThread, rounds, 5));
         }
     }
 

@@ -12,7 +12,7 @@
 #   --provider-only  run the provider's own suites only (VerbsConformanceTest, VerbsOnRxeTest): what
 #                    the kernel decides; CI's second kernel runs this (the attacks test the policy
 #                    layer above the provider, the same on every kernel, and run on the first)
-#   --test NAME   run the test methods matching NAME only (a regex, e.g. readsOfEverySizeArriveIntact)
+#   --test NAME   run the test methods matching NAME only (a regex, e.g. readsOfEverySizeArriveIntact or a|b)
 #   run.sh options (--timeout, --cpus, --mem, ...) are passed on.
 #
 # Maven is slow in the guest, so the host builds common-rdma (classes, test classes, the JNI
@@ -47,7 +47,7 @@ if [ "${1:-}" = --in-vm ]; then
     provider) select=(--select-class "$suite" --select-class "$extra") ;;
   esac
   export RDMA_VM_TEST_CLASSPATH=$VC_CLASSPATH   # for the JVMs VerbsClusterTest starts in the namespaces
-  [ -n "$VC_TEST" ] && select+=(--include-methodname ".*[#.]$VC_TEST(\(.*\))?")
+  [ -n "$VC_TEST" ] && select+=(--include-methodname ".*[#.](${VC_TEST})(\(.*\))?")
   log "kernel $(uname -r); java $(java -version 2>&1 | head -1); devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
   t0=$(date +%s)
   rc=0

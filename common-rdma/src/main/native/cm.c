@@ -244,6 +244,10 @@ JNIEXPORT void JNICALL ND(resolveRoute)(JNIEnv *env, jobject self, jlong id, jin
     }
 }
 
+/* The status of the last event _getCmEvent returned on this thread (a node's one CM thread):
+ * for REJECTED the peer's reject reason, which DiSNI's interface does not carry. */
+static __thread int last_event_status;
+
 /*
  * Waits up to timeout_ms for the next event on the channel, stores the event's listen_id
  * (set only for CONNECT_REQUEST) and id at the two addresses, acknowledges the event and
@@ -268,6 +272,7 @@ JNIEXPORT jint JNICALL ND(getCmEvent)(JNIEnv *env, jobject self, jlong channel, 
         return -rp_errno();
     }
     int type = (int) event->event;
+    last_event_status = event->status;
     if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
         remember_conn_request(event->id, &event->param.conn);
     }
@@ -520,6 +525,11 @@ JNIEXPORT jint JNICALL NCM(connectData)(JNIEnv *env, jclass cls, jlong id, jobje
     return (jint) len;
 }
 
+/* The status of the last event _getCmEvent returned on the calling thread (0 before any). */
+JNIEXPORT jint JNICALL NCM(lastEventStatus)(JNIEnv *env, jclass cls) {
+    return (jint) last_event_status;
+}
+
 /* Events are acknowledged inside _getCmEvent; nothing is left to do here. */
 JNIEXPORT jint JNICALL ND(ackCmEvent)(JNIEnv *env, jobject self, jint event_type) {
     return 0;
@@ -605,3 +615,4 @@ RP_ALIAS(NCM_SHADED(denyRemoteAccess), NCM(denyRemoteAccess))
 RP_ALIAS(NCM_SHADED(allowRemoteReads), NCM(allowRemoteReads))
 RP_ALIAS(NCM_SHADED(remoteAccessFlags), NCM(remoteAccessFlags))
 RP_ALIAS(NCM_SHADED(connectData), NCM(connectData))
+RP_ALIAS(NCM_SHADED(lastEventStatus), NCM(lastEventStatus))

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.rdmaplane.rdma.policy.ControlFrame.Type;
 import io.rdmaplane.rdma.provider.Access;
@@ -620,6 +621,9 @@ class DataPlaneAuthTest {
         ExecutionException e = assertThrows(ExecutionException.class, () -> attackerNode.connect(f.serverNode.localAddress(), 16,
                 Lane.BULK, new ChannelHandler() { }, request).get(WAIT, TimeUnit.SECONDS), "the connect must be rejected");
         assertEquals(Status.CONNECTION_REFUSED, assertInstanceOf(TransportException.class, e.getCause()).status(), e::toString);
+        if (verbs()) { // the peer's reject reason, not only the event's name
+            assertTrue(e.getCause().getMessage().contains("the peer's acceptor turned the request away"), e::toString);
+        }
         assertEquals(refusedBefore + 1, f.serverMetrics.registry().counter("rdma.server.refused").getCount(),
                 "the server refused it (not a network failure)");
         assertEquals(0, f.server.unauthenticatedChannels(), "no channel was created for it");

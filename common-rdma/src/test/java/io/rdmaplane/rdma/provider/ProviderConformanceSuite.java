@@ -487,6 +487,9 @@ public abstract class ProviderConformanceSuite {
         ExecutionException failure = assertThrows(ExecutionException.class, () -> attempt.get(WAIT_SECONDS, TimeUnit.SECONDS));
         assertEquals(Status.CONNECTION_REFUSED, assertInstanceOf(TransportException.class, failure.getCause()).status(),
                 "nothing listens there: " + failure.getCause());
+        // The error says why: the socket's "Connection refused", or RDMA-CM's reject reason, not only REJECTED.
+        String why = provider().name().equals("verbs") ? "no listener on that address and port" : "Connection refused";
+        assertTrue(failure.getCause().getMessage().contains(why), () -> "the error names why: " + failure.getCause());
     }
 
     // ------------------------------------------------------------------ node life cycle

@@ -289,7 +289,8 @@ final class CmEventLoop {
                                 + kind), null, Status.RETRY_EXCEEDED);
                 // the peer's CM answered: no listener on that port, or the acceptor turned the request away
                 case RDMA_CM_EVENT_REJECTED -> channel.terminate(new TransportException(Status.CONNECTION_REFUSED,
-                        "cannot connect to " + channel.remoteAddress() + ": " + kind), null, Status.CONNECTION_REFUSED);
+                        "cannot connect to " + channel.remoteAddress() + ": " + kind + ": "
+                                + NativeCm.rejectReason(NativeCm.lastEventStatus())), null, Status.CONNECTION_REFUSED);
                 case RDMA_CM_EVENT_DISCONNECTED -> channel.onDisconnected(System.nanoTime());
                 case RDMA_CM_EVENT_DEVICE_REMOVAL -> channel.terminate(new TransportException(Status.FLUSHED,
                         "the RDMA device was removed"), null, Status.FLUSHED);

@@ -68,6 +68,22 @@ final class NativeCm {
         return out.limit(length).asReadOnlyBuffer();
     }
 
+    /**
+     * The status of the last CM event the calling thread took (the node's CM thread, right after
+     * taking it): for REJECTED, the reject reason the peer's CM sent ({@link #rejectReason}).
+     */
+    static native int lastEventStatus();
+
+    /** What a REJECTED event's status says, in words: the IB CM reject reasons RDMA-CM passes on (RoCE included). */
+    static String rejectReason(int status) {
+        return switch (status) {
+            case 8 -> "no listener on that address and port (reject reason 8, invalid service id)";
+            case 10 -> "the peer's CM took the request for a stale connection (reject reason 10)";
+            case 28 -> "the peer's acceptor turned the request away (reject reason 28, consumer defined)";
+            default -> "reject reason " + status;
+        };
+    }
+
     private static long handle(RdmaCmId id) throws IOException {
         if (id instanceof NatObject nat && nat.getObjId() != 0) {
             return nat.getObjId();

@@ -36,7 +36,7 @@ final class CpuTime {
         return total;
     }
 
-    /** CPU nanoseconds of every live thread by id, to see later which threads a measurement kept busy. */
+    /** CPU nanoseconds of every live thread, to see later which threads a measurement kept busy. */
     static Map<Thread, Long> byThread() {
         Map<Thread, Long> cpu = new HashMap<>();
         for (Thread thread : Thread.getAllStackTraces().keySet()) {

@@ -70,11 +70,9 @@ public final class LoadShapeBenchmark {
         int hybridSpinMicros = Integer.parseInt(Args.get(args, "hybridSpinMicros",
                 String.valueOf(VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS)));
         NodeOptions serverOptions = ProviderReadBenchmark.options(Args.get(args, "server", "127.0.0.1"), completion,
-                spinMicros);
-        serverOptions = serverOptions.withVerbs(serverOptions.verbs().withHybridSpinMicros(hybridSpinMicros));
+                spinMicros, hybridSpinMicros);
         NodeOptions clientOptions = ProviderReadBenchmark.options(Args.get(args, "client", "127.0.0.1"), completion,
-                spinMicros);
-        clientOptions = clientOptions.withVerbs(clientOptions.verbs().withHybridSpinMicros(hybridSpinMicros));
+                spinMicros, hybridSpinMicros);
         int latRounds = Integer.parseInt(Args.get(args, "latRounds", "2000"));
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), serverOptions);
         long pointNanos = (long) (Double.parseDouble(Args.get(args, "seconds", "0.25")) * 1e9);

@@ -27,10 +27,8 @@ public final class ProviderReadBenchmark {
         VerbsOptions.Completion completion = completion(Args.get(args, "completion", "event"));
         int spin = Integer.parseInt(Args.get(args, "spinMicros", String.valueOf(VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS)));
         int hybridSpin = Integer.parseInt(Args.get(args, "hybridSpinMicros", String.valueOf(VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS)));
-        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), completion, spin);
-        server = server.withVerbs(server.verbs().withHybridSpinMicros(hybridSpin));
-        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), completion, spin);
-        client = client.withVerbs(client.verbs().withHybridSpinMicros(hybridSpin));
+        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), completion, spin, hybridSpin);
+        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), completion, spin, hybridSpin);
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), server);
         String mode = Args.get(args, "mode", "bw");
         if (mode.equals("bw")) {
@@ -68,10 +66,11 @@ public final class ProviderReadBenchmark {
         throw new IllegalArgumentException("completion must be event, poll or hybrid, was " + name);
     }
 
-    static NodeOptions options(String host, VerbsOptions.Completion completion, int spinMicros) {
+    static NodeOptions options(String host, VerbsOptions.Completion completion, int spinMicros, int hybridSpinMicros) {
         NodeOptions loopback = NodeOptions.loopback();
         return new NodeOptions(new InetSocketAddress(host, 0), loopback.maxMessageSize(),
                 java.time.Duration.ofSeconds(30), loopback.acceptQueueDepth(),
-                VerbsOptions.defaults().withCompletion(completion).withCompletionSpinMicros(spinMicros));
+                VerbsOptions.defaults().withCompletion(completion).withCompletionSpinMicros(spinMicros)
+                        .withHybridSpinMicros(hybridSpinMicros));
     }
 }

@@ -172,8 +172,10 @@ final class ReadLoad {
         return latencyRun(provider, serverOptions, clientOptions, size, rounds).percentiles();
     }
 
-    /** Percentiles of one latency run, and the CPU both nodes' threads spent during it. */
-    /** busiest: the threads that used CPU meanwhile, "name us" per READ (CpuTime.busiest), or "" if not taken. */
+    /**
+     * Percentiles of one latency run, and the CPU both nodes' threads spent during it; for a waited
+     * run also its wall time and the busiest threads meanwhile ({@link CpuTime#busiest}; else 0 and "").
+     */
     record LatencyRun(long[] percentiles, long cpuNanos, int rounds, long wallNanos, String busiest) {
         LatencyRun(long[] percentiles, long cpuNanos, int rounds) {
             this(percentiles, cpuNanos, rounds, 0, "");

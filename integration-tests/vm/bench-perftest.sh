@@ -39,6 +39,15 @@ if [ "${1:-}" = --in-vm ]; then
   record() { # ARRAY VALUE: keeps a round's figure; a failed round (no figure, or 0) is left out of the median
     if [ -n "$2" ] && awk -v v="$2" 'BEGIN { exit !(v > 0) }'; then eval "$1+=(\"\$2\")"; else log "(round left out)"; fi
   }
+  latency() { # LABEL LATENCIES CPUS ARG...: one run of our 64 B READs, each posted and waited for on one thread
+    local label=$1 lats=$2 cpus=$3 line v c
+    shift 3
+    line=$(ours mode=lat size=64 rounds=1000 waited=true "$@")
+    v=$(sed -n 's/.*typical \([0-9.]*\) usec.*/\1/p' <<< "$line") c=$(sed -n 's/.*cpu \([0-9.]*\) usec.*/\1/p' <<< "$line")
+    log "round $round verbs READ 64 B:     typical ${v:-n/a} usec ($label), cpu ${c:-n/a} usec per READ"
+    log "round $round verbs READ 64 B:     $(sed -n 's/^verbs READ lat: \(mean .*\)/\1/p' <<< "$line")"
+    record "$lats" "$v"; record "$cpus" "$c"
+  }
   for round in $(seq "$BENCH_ROUNDS"); do
     v=$(vm_perftest ib_read_bw $((18600 + round)) -s 65536 -D 5 | awk '$1 == 65536 && NF >= 5 { print $4 }')
     log "round $round ib_read_bw 64 KiB:   ${v:-n/a} MB/sec"; record bw_perf "$v"
@@ -48,16 +57,8 @@ if [ "${1:-}" = --in-vm ]; then
     log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec ($BENCH_SPIN)"; record bw_spin "$v"
     v=$(vm_perftest ib_read_lat $((18700 + round)) -s 64 -n 1000 | awk '$1 == 64 && NF >= 5 { print $5 }')
     log "round $round ib_read_lat 64 B:    typical ${v:-n/a} usec"; record lat_perf "$v"
-    line=$(ours mode=lat size=64 rounds=1000 waited=true)
-    v=$(sed -n 's/.*typical \([0-9.]*\) usec.*/\1/p' <<< "$line") c=$(sed -n 's/.*cpu \([0-9.]*\) usec.*/\1/p' <<< "$line")
-    log "round $round verbs READ 64 B:     typical ${v:-n/a} usec (default spin), cpu ${c:-n/a} usec per READ"
-    log "round $round verbs READ 64 B:     $(sed -n 's/^verbs READ lat: //p' <<< "$line" | grep mean)"
-    record lat_ours "$v"; record cpu_ours "$c"
-    line=$(ours mode=lat size=64 rounds=1000 waited=true "$BENCH_SPIN")
-    v=$(sed -n 's/.*typical \([0-9.]*\) usec.*/\1/p' <<< "$line") c=$(sed -n 's/.*cpu \([0-9.]*\) usec.*/\1/p' <<< "$line")
-    log "round $round verbs READ 64 B:     typical ${v:-n/a} usec ($BENCH_SPIN), cpu ${c:-n/a} usec per READ"
-    log "round $round verbs READ 64 B:     $(sed -n 's/^verbs READ lat: //p' <<< "$line" | grep mean)"
-    record lat_spin "$v"; record cpu_spin "$c"
+    latency "default spin" lat_ours cpu_ours
+    latency "$BENCH_SPIN" lat_spin cpu_spin "$BENCH_SPIN"
   done
   median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
   mb=$(median "${bw_perf[@]}") mo=$(median "${bw_ours[@]}") lb=$(median "${lat_perf[@]}") lo=$(median "${lat_ours[@]}")

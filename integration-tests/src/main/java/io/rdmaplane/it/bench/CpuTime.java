@@ -25,12 +25,9 @@ final class CpuTime {
         int at = name.indexOf('@');
         String prefix = (at < 0 ? name : name.substring(0, at)) + "-";
         long total = 0;
-        for (Thread thread : Thread.getAllStackTraces().keySet()) {
-            if (thread.getName().startsWith(prefix)) {
-                long cpu = THREADS.getThreadCpuTime(thread.getId());
-                if (cpu > 0) {
-                    total += cpu;
-                }
+        for (Map.Entry<Thread, Long> thread : byThread().entrySet()) {
+            if (thread.getKey().getName().startsWith(prefix)) {
+                total += thread.getValue();
             }
         }
         return total;

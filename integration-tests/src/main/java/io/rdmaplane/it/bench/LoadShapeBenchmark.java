@@ -66,13 +66,8 @@ public final class LoadShapeBenchmark {
     public static void main(String[] args) throws Exception {
         VerbsOptions.Completion completion = ProviderReadBenchmark.completion(
                 Args.get(args, "completion", VerbsOptions.defaults().completion().name()));
-        int spinMicros = Integer.parseInt(Args.get(args, "spinMicros", String.valueOf(VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS)));
-        int hybridSpinMicros = Integer.parseInt(Args.get(args, "hybridSpinMicros",
-                String.valueOf(VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS)));
-        NodeOptions serverOptions = ProviderReadBenchmark.options(Args.get(args, "server", "127.0.0.1"), completion,
-                spinMicros, hybridSpinMicros);
-        NodeOptions clientOptions = ProviderReadBenchmark.options(Args.get(args, "client", "127.0.0.1"), completion,
-                spinMicros, hybridSpinMicros);
+        NodeOptions serverOptions = ProviderReadBenchmark.options(Args.get(args, "server", "127.0.0.1"), completion, args);
+        NodeOptions clientOptions = ProviderReadBenchmark.options(Args.get(args, "client", "127.0.0.1"), completion, args);
         int latRounds = Integer.parseInt(Args.get(args, "latRounds", "2000"));
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), serverOptions);
         long pointNanos = (long) (Double.parseDouble(Args.get(args, "seconds", "0.25")) * 1e9);

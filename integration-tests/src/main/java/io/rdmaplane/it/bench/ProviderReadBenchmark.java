@@ -20,15 +20,13 @@ import java.net.InetSocketAddress;
  * READs complete in callbacks (which hybrid leaves to the completion thread), except the latency mode's
  * with {@code waited=true}: each READ is posted and waited for ({@code get}) on one thread, as
  * {@code ib_read_lat} posts and polls. The latency mode also prints the CPU both nodes' threads (and
- * the waiting thread) spent per READ.
+ * the waiting thread) spent per READ, the mean, and the busiest threads of the process.
  */
 public final class ProviderReadBenchmark {
     public static void main(String[] args) throws Exception {
         VerbsOptions.Completion completion = completion(Args.get(args, "completion", "event"));
-        int spin = Integer.parseInt(Args.get(args, "spinMicros", String.valueOf(VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS)));
-        int hybridSpin = Integer.parseInt(Args.get(args, "hybridSpinMicros", String.valueOf(VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS)));
-        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), completion, spin, hybridSpin);
-        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), completion, spin, hybridSpin);
+        NodeOptions server = options(Args.get(args, "server", "127.0.0.1"), completion, args);
+        NodeOptions client = options(Args.get(args, "client", "127.0.0.1"), completion, args);
         TransportProvider provider = Providers.select(Args.get(args, "provider", "auto"), server);
         String mode = Args.get(args, "mode", "bw");
         if (mode.equals("bw")) {
@@ -47,10 +45,8 @@ public final class ProviderReadBenchmark {
             long[] p = run.percentiles();
             System.out.printf("%s READ lat: size %d rounds %d: typical %.2f usec p99 %.2f usec, cpu %.2f usec per READ%n",
                     provider.name(), size, rounds, p[0] / 1e3, p[1] / 1e3, run.cpuNanos() / 1e3 / rounds);
-            if (!run.busiest().isEmpty()) { // the waited run: where the process's CPU went, per READ
-                System.out.printf("%s READ lat: mean %.2f usec; busiest threads, cpu usec per READ: %s%n", provider.name(),
-                        run.wallNanos() / 1e3 / rounds, run.busiest());
-            }
+            System.out.printf("%s READ lat: mean %.2f usec; busiest threads, cpu usec per READ: %s%n", provider.name(),
+                    run.wallNanos() / 1e3 / rounds, run.busiest());
         } else {
             throw new IllegalArgumentException("mode must be bw or lat, was " + mode);
         }
@@ -66,11 +62,13 @@ public final class ProviderReadBenchmark {
         throw new IllegalArgumentException("completion must be event, poll or hybrid, was " + name);
     }
 
-    static NodeOptions options(String host, VerbsOptions.Completion completion, int spinMicros, int hybridSpinMicros) {
+    /** A node at {@code host} with {@code completion} and the {@code spinMicros=} and {@code hybridSpinMicros=} of {@code args}. */
+    static NodeOptions options(String host, VerbsOptions.Completion completion, String[] args) {
         NodeOptions loopback = NodeOptions.loopback();
+        int spin = Integer.parseInt(Args.get(args, "spinMicros", String.valueOf(VerbsOptions.DEFAULT_COMPLETION_SPIN_MICROS)));
+        int hybridSpin = Integer.parseInt(Args.get(args, "hybridSpinMicros", String.valueOf(VerbsOptions.DEFAULT_HYBRID_SPIN_MICROS)));
         return new NodeOptions(new InetSocketAddress(host, 0), loopback.maxMessageSize(),
                 java.time.Duration.ofSeconds(30), loopback.acceptQueueDepth(),
-                VerbsOptions.defaults().withCompletion(completion).withCompletionSpinMicros(spinMicros)
-                        .withHybridSpinMicros(hybridSpinMicros));
+                VerbsOptions.defaults().withCompletion(completion).withCompletionSpinMicros(spin).withHybridSpinMicros(hybridSpin));
     }
 }

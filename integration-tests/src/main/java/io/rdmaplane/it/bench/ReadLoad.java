@@ -173,13 +173,10 @@ final class ReadLoad {
     }
 
     /**
-     * Percentiles of one latency run, and the CPU both nodes' threads spent during it; for a waited
-     * run also its wall time and the busiest threads meanwhile ({@link CpuTime#busiest}; else 0 and "").
+     * Percentiles of one latency run, the CPU both nodes' threads (and a waiting thread) spent during
+     * it, its wall time, and the busiest threads of the process meanwhile ({@link CpuTime#busiest}).
      */
     record LatencyRun(long[] percentiles, long cpuNanos, int rounds, long wallNanos, String busiest) {
-        LatencyRun(long[] percentiles, long cpuNanos, int rounds) {
-            this(percentiles, cpuNanos, rounds, 0, "");
-        }
     }
 
     static LatencyRun latencyRun(TransportProvider provider, NodeOptions serverOptions, NodeOptions clientOptions, int size,
@@ -192,11 +189,14 @@ final class ReadLoad {
             Channel channel = client.connect(server.localAddress(), 4, new ChannelHandler() { }).get(60, TimeUnit.SECONDS);
             long[] samples = new long[rounds];
             CompletableFuture<Void> done = new CompletableFuture<>();
+            java.util.Map<Thread, Long> byThread = CpuTime.byThread();
             long cpu0 = CpuTime.of(client) + CpuTime.of(server);
+            long start = System.nanoTime();
             chain(channel, source, landing, size, samples, 0, done);
             done.get(rounds * 60L, TimeUnit.SECONDS);
+            long wall = System.nanoTime() - start;
             long cpu = CpuTime.of(client) + CpuTime.of(server) - cpu0;
-            return new LatencyRun(Samples.percentiles(samples), cpu, rounds);
+            return new LatencyRun(Samples.percentiles(samples), cpu, rounds, wall, CpuTime.busiest(byThread, rounds, 5));
         }
     }
 

@@ -20,4 +20,10 @@ class TcpConformanceTest extends ProviderConformanceSuite {
     protected NodeOptions clientOptions() {
         return NodeOptions.loopback();
     }
+
+    /** The socket's own words. */
+    @Override
+    protected String nobodyListensWords() {
+        return "Connection refused";
+    }
 }

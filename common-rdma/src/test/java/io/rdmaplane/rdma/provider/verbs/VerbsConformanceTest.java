@@ -34,6 +34,12 @@ class VerbsConformanceTest extends ProviderConformanceSuite {
         return options(System.getenv("RDMA_VM_ADDR_B"));
     }
 
+    /** RDMA-CM's reject reason 8 (invalid service id), not only REJECTED. */
+    @Override
+    protected String nobodyListensWords() {
+        return "no listener on that address and port";
+    }
+
     /**
      * Soft-RoCE checks a memory window's READ against the window's MR, not the window (seen on 7.2: the
      * MR's first bytes, outside the window, were served with the window's rkey): not asserted here.

@@ -89,7 +89,7 @@ if [ "${1:-}" = --in-vm ]; then
   check "native library loads" has "$L" '^OK     library    '
   check "exit code $local_rc (0, or 2 for no verbs provider in this build)" code_ok "$local_rc" "$L"
   check "peer: connected to $A:$PORT" has "$P" "^OK     peer       connected to ${A//./\\.}:$PORT via "
-  check "peer: keys bound per peer (type 2 memory windows)" has "$P" '^INFO   keys       READ keys granted here are bound per peer \(type 2 memory windows'
+  check "peer: keys bound per peer (key domains)" has "$P" '^INFO   keys       READ keys granted here are bound per peer \(key domains: each peer.s data channels in a protection domain of its own'
   check "peer: READ verified" has "$P" '^OK     peer       READ 65536 B: first in .* ms, median of the next 9 .* every byte verified'
   check "peer exit code $peer_rc (0, or 2 for no verbs provider in this build)" code_ok "$peer_rc" "$P"
   echo "vm/doctor: $passed passed, $failed failed"

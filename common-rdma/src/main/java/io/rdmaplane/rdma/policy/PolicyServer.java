@@ -7,6 +7,7 @@ import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.KeyDomain;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -60,6 +61,7 @@ public final class PolicyServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(PolicyServer.class);
     private static final AtomicInteger IDS = new AtomicInteger();
     private static final AtomicBoolean OPEN_DATA_PLANE_LOGGED = new AtomicBoolean();
+    private static final AtomicBoolean NO_KEY_DOMAIN_LOGGED = new AtomicBoolean();
     private static final long REFUSAL_LOG_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(10);
     /** Peers whose READ grants are kept (the least recently used beyond it are dropped). */
     private static final int PEERS_REMEMBERED = 4096;
@@ -143,7 +145,11 @@ public final class PolicyServer implements AutoCloseable {
     private final Map<UUID, ReadGrants> peerGrants = java.util.Collections.synchronizedMap(new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<UUID, ReadGrants> eldest) {
-            return size() > PEERS_REMEMBERED;
+            if (size() <= PEERS_REMEMBERED) {
+                return false;
+            }
+            eldest.getValue().close(); // its key domain with it: a peer forgotten READs nothing more
+            return true;
         }
     });
     private final ScheduledThreadPoolExecutor timer;
@@ -263,6 +269,21 @@ public final class PolicyServer implements AutoCloseable {
             @Override
             public Admission admit(SocketAddress from, ByteBuffer connectData) {
                 return admitConnect(from, connectData);
+            }
+
+            /** A data channel's end goes in its peer's key domain (verbs: its QP in the peer's protection domain). */
+            @Override
+            public KeyDomain keyDomain(SocketAddress from, ByteBuffer connectData) {
+                try {
+                    ConnectProof.Parsed proof = ConnectProof.parse(connectData);
+                    if (proof.claim.trafficClass() != TrafficClass.DATA) {
+                        return null;
+                    }
+                    ControlSession session = liveSession(proof.claim.session(), null, hostOf(from));
+                    return session == null ? null : session.grants.domain();
+                } catch (ConnectProof.Refusal refusal) {
+                    return null; // admitted just now, so not seen
+                }
             }
         });
         return this;
@@ -394,7 +415,24 @@ public final class PolicyServer implements AutoCloseable {
      * recently used of {@value #PEERS_REMEMBERED} peers beyond that are forgotten); its data channels READ it.
      */
     public ReadGrants grants(UUID peer) {
-        return peerGrants.computeIfAbsent(peer, p -> new ReadGrants(node));
+        return peerGrants.computeIfAbsent(peer, p -> new ReadGrants(node, openKeyDomain(p), true));
+    }
+
+    /**
+     * A key domain of the peer process's own (verbs: a protection domain its data channels are accepted into, every
+     * key granted to it a registration there), or null where the provider binds keys per channel (tcp) or the
+     * device refuses one (then keys are the node's, as the log says once).
+     */
+    private KeyDomain openKeyDomain(UUID peer) {
+        try {
+            return node.openKeyDomain();
+        } catch (TransportException e) {
+            if (NO_KEY_DOMAIN_LOGGED.compareAndSet(false, true)) {
+                LOG.warn("no key domain for peer {}: {}; its keys are the node's ({}); logged once", peer, e.getMessage(),
+                        node.keyBinding());
+            }
+            return null;
+        }
     }
 
     /**
@@ -583,7 +621,7 @@ public final class PolicyServer implements AutoCloseable {
             ByteBuffer readyPayload = null;
             if (trafficClass == TrafficClass.CONTROL) {
                 ControlSession session = new ControlSession(Auth.nonce(), instance, addressOf(channel), key, binding,
-                        new ReadGrants(node));
+                        new ReadGrants(node, handGrants.domain(), false)); // the process's domain: its data channels are there
                 started = session;
                 grants = session.grants;
                 sessions.put(java.util.HexFormat.of().formatHex(session.id), session);
@@ -596,7 +634,7 @@ public final class PolicyServer implements AutoCloseable {
                 }
             }
             ByteBuffer payload = readyPayload;
-            // A data channel gets the peer's keys bound to it (memory windows on verbs) before READY.
+            // A data channel gets the peer's keys bound to it (tcp; on verbs it is in the peer's key domain) before READY.
             CompletableFuture<Void> bound = trafficClass == TrafficClass.DATA
                     ? CompletableFuture.allOf(grants.attach(channel), handGrants.attach(channel)).exceptionally(e -> {
                         LOG.warn("binding {}'s keys to the data channel from {} failed", instance, channel.remoteAddress(), e);
@@ -763,6 +801,12 @@ public final class PolicyServer implements AutoCloseable {
     @Override
     public void close() {
         sessions.values().forEach(session -> session.grants.close());
+        List<ReadGrants> remembered;
+        synchronized (peerGrants) {
+            remembered = new ArrayList<>(peerGrants.values());
+            peerGrants.clear();
+        }
+        remembered.forEach(ReadGrants::close); // and their key domains
         List<RegionScope> scopes = new ArrayList<>(peerScopes.values());
         peerScopes.clear();
         scopes.forEach(RegionScope::close);

@@ -1,6 +1,7 @@
 package io.rdmaplane.rdma.policy;
 
 import io.rdmaplane.rdma.provider.Channel;
+import io.rdmaplane.rdma.provider.KeyDomain;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.PeerKey;
@@ -30,7 +31,11 @@ import java.util.function.Consumer;
  * after a data-channel reconnect still READ; a verbs window goes with its QP (the peer must be granted anew). On tcp every region is granted so (the provider checks key, channel and range on each
  * READ); on verbs a region {@linkplain Node#registerForGrants registered for grants} is, as a memory
  * window over exactly the range; elsewhere the key is the region's own rkey (the whole region), which
- * only the peer's data channels READ (tcp asks {@link #allows} per READ).
+ * only the peer's data channels READ (tcp asks {@link #allows} per READ). With a {@link KeyDomain} (verbs: the
+ * peer's own protection domain, which its data channels are accepted into) every key is the domain's: a
+ * registration of exactly the range there, whatever the memory (read-only file mappings too), READ through
+ * the peer's data channels only and kept across its data-channel reconnects; a region's own rkey then READs
+ * nothing through them, so a grant by rkey is refused.
  */
 public final class ReadGrants {
     /** Until when (epoch millis) a grant READs, and the region it was made with (null: by rkey only). */
@@ -70,6 +75,9 @@ public final class ReadGrants {
     }
 
     private final Node node;
+    /** Where this peer's keys are made (null: per channel, by the provider); closed with these grants if owned. */
+    private final KeyDomain domain;
+    private final boolean ownsDomain;
     private final ConcurrentHashMap<Integer, Grant> rkeys = new ConcurrentHashMap<>();
     /** Keys by range (guarded by this); and the peer's current data channel, which new keys bind to. */
     private final Map<Range, Key> keys = new HashMap<>();
@@ -85,7 +93,22 @@ public final class ReadGrants {
 
     /** Grants whose keys {@code node} makes per peer ({@link Node#peerKey}); null: the regions' own rkeys. */
     public ReadGrants(Node node) {
+        this(node, null, false);
+    }
+
+    /**
+     * Grants whose keys {@code node} makes in {@code domain} ({@link Node#peerKey(MemoryRegion, long, int, KeyDomain)});
+     * null: as {@link #ReadGrants(Node)}. With {@code ownsDomain}, {@link #close} closes the domain too.
+     */
+    public ReadGrants(Node node, KeyDomain domain, boolean ownsDomain) {
         this.node = node;
+        this.domain = domain;
+        this.ownsDomain = ownsDomain;
+    }
+
+    /** The domain this peer's keys are made in, or null. */
+    public KeyDomain domain() {
+        return domain;
     }
 
     /** Lets the peer READ the region {@code rkey}, for as long as the region lives. */
@@ -96,8 +119,15 @@ public final class ReadGrants {
     /**
      * Lets the peer READ the region {@code rkey} until {@code untilEpochMillis} (wall clock, as an
      * HDFS block token's expiry date is); a grant already held for longer is kept.
+     *
+     * @throws IllegalStateException with a key domain, where the region's own rkey READs nothing
      */
     public void grant(int rkey, long untilEpochMillis) {
+        if (domain != null) {
+            throw new IllegalStateException("keys are made per peer here (a key domain: " + domain + "), and a region's own rkey"
+                    + " READs nothing through the peer's channels: grant the region (or a range of it), not rkey "
+                    + Integer.toUnsignedString(rkey, 16));
+        }
         rkeys.merge(rkey, new Grant(untilEpochMillis, null), (held, asked) ->
                 new Grant(Math.max(held.until(), asked.until()), held.region()));
     }
@@ -161,7 +191,7 @@ public final class ReadGrants {
             }
             PeerKey key;
             try {
-                key = node == null ? PeerKey.ofRegion(range.region()) : node.peerKey(range.region(), range.address(), range.length());
+                key = node == null ? PeerKey.ofRegion(range.region()) : node.peerKey(range.region(), range.address(), range.length(), domain);
             } catch (TransportException e) {
                 throw new IllegalStateException("no key for " + range + ": " + e.getMessage(), e);
             }
@@ -289,6 +319,9 @@ public final class ReadGrants {
         }
         gone.forEach(this::revoke);
         rkeys.clear();
+        if (ownsDomain && domain != null) {
+            domain.close();
+        }
     }
 
     private static void cancelExpiry(Key key) {

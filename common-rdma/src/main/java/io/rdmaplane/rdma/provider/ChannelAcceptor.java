@@ -19,4 +19,13 @@ public interface ChannelAcceptor {
     default Admission admit(SocketAddress from, ByteBuffer connectData) {
         return Admission.ACCEPT;
     }
+
+    /**
+     * The {@link KeyDomain} an admitted request's channel joins (null: none), asked right after {@link #admit}
+     * accepted it, before the channel exists: the verbs provider creates the channel's QP in it. The tcp
+     * provider does not ask; it binds keys per channel ({@link io.rdmaplane.rdma.provider.PeerKey#bindTo}).
+     */
+    default KeyDomain keyDomain(SocketAddress from, ByteBuffer connectData) {
+        return null;
+    }
 }

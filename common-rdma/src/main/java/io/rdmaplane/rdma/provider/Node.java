@@ -48,6 +48,28 @@ public interface Node extends AutoCloseable {
         return PeerKey.ofRegion(region);
     }
 
+    /**
+     * A new domain for one peer's keys and channels ({@link KeyDomain}), or null where the provider binds each
+     * key to a channel by itself (tcp), which {@link #peerKey(MemoryRegion, long, int)} then does.
+     */
+    default KeyDomain openKeyDomain() throws TransportException {
+        return null;
+    }
+
+    /**
+     * A new key for the peer of {@code domain} to READ {@code length} bytes at {@code address} of {@code region}
+     * through the domain's channels only ({@link PeerKey#bindTo} one of them); null {@code domain}: as
+     * {@link #peerKey(MemoryRegion, long, int)}. Revoked by {@link PeerKey#revoke}, by closing the domain or by
+     * deregistering the region.
+     *
+     * @throws IllegalArgumentException if the range is not 1 or more bytes inside the region, or the domain is
+     *                                  another node's
+     * @throws TransportException       when the domain is closed or the device refuses the key
+     */
+    default PeerKey peerKey(MemoryRegion region, long address, int length, KeyDomain domain) throws TransportException {
+        return peerKey(region, address, length);
+    }
+
     /** How keys handed to peers are bound: "per peer (...)" or "per region (...)", for the doctor and logs. */
     default String keyBinding() {
         return "per region (the region's own rkey; READs checked per channel by the provider)";

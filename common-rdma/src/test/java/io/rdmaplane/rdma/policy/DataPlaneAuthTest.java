@@ -20,7 +20,11 @@ import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.testing.Polling;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.EnumSet;
 import java.util.UUID;
@@ -33,6 +37,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -153,9 +158,8 @@ class DataPlaneAuthTest {
     @EnumSource(TestTransport.class)
     void aConnectProofIsTakenOnce(TestTransport on) throws Exception {
         PolicyFixture f = open(on, SECRET);
-        RemoteBlock block = f.exposeBlock(SIZE, 7);
         UUID instance = UUID.randomUUID();
-        f.server.grants(instance).grant(block.rkey());
+        RemoteBlock block = f.grant(instance, f.exposeBlock(SIZE, 7));
         Session session = session(f, instance, SECRET);
         ConnectRequest seen = proven(SECRET, TrafficClass.DATA, session.id());
         Outsider first = connect(f, seen);
@@ -175,9 +179,8 @@ class DataPlaneAuthTest {
     @EnumSource(TestTransport.class)
     void anAuthenticatedControlChannelReadsNothingWhileAnAuthenticatedDataChannelReads(TestTransport on) throws Exception {
         PolicyFixture f = open(on, SECRET);
-        RemoteBlock block = f.exposeBlock(SIZE, 4);
         UUID instance = UUID.randomUUID();
-        f.server.grants(instance).grant(block.rkey()); // refused on control for being control, not for want of a grant
+        RemoteBlock block = f.grant(instance, f.exposeBlock(SIZE, 4)); // refused on control for being control, not for want of a grant
         Outsider control = connect(f, proven(SECRET, TrafficClass.CONTROL, Handshake.NO_SESSION));
         handshake(control, TrafficClass.CONTROL, instance, SECRET, Handshake.NO_SESSION);
         if (verbs()) {
@@ -208,10 +211,10 @@ class DataPlaneAuthTest {
         }
 
         UUID instance = UUID.randomUUID();
-        f.server.grants(instance).grant(block.rkey());
+        RemoteBlock mine = f.grant(instance, block);
         Session session = session(f, instance, null);
         Outsider peer = dataChannel(f, instance, null, session.id());
-        peer.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        peer.channel.read(mine.address(), mine.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(block.crc32c(), PolicyFixture.crc(attackerLanding.buffer()));
     }
 
@@ -222,10 +225,10 @@ class DataPlaneAuthTest {
         UUID instance = UUID.randomUUID();
         ByteBuffer memory = ByteBuffer.allocateDirect(SIZE).put(0, (byte) 9);
         MemoryRegion region = f.server.peerScope(instance).add(f.serverNode.register(memory)); // lives as long as its session
-        f.server.grants(instance).grant(region.rkey());
+        int key = f.grant(instance, region);
         Session session = session(f, instance, SECRET);
         Outsider data = dataChannel(f, instance, SECRET, session.id());
-        data.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        data.channel.read(region.address(), key, SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(9, attackerLanding.buffer().get(0), "the session READs its region");
         attackerLanding.buffer().put(new byte[SIZE]);
 
@@ -234,16 +237,15 @@ class DataPlaneAuthTest {
         Polling.waitUntil(() -> !region.isValid(), Duration.ofSeconds(WAIT), "the region revoked with the session");
         Session next = session(f, instance, SECRET);
         Outsider again = dataChannel(f, instance, SECRET, next.id()); // the same peer, a new session: the old key is gone
-        assertRefused(again.channel.read(region.address(), region.rkey(), SIZE, attackerLanding, 0));
+        assertRefused(again.channel.read(region.address(), key, SIZE, attackerLanding, 0));
     }
 
     @ParameterizedTest
     @EnumSource(TestTransport.class)
     void aDataChannelWithAValidProofInAnotherPeersOrAnEndedSessionIsRefused(TestTransport on) throws Exception {
         PolicyFixture f = open(on, SECRET);
-        RemoteBlock block = f.exposeBlock(SIZE, 8);
         UUID victim = UUID.randomUUID();
-        f.server.grants(victim).grant(block.rkey());
+        RemoteBlock block = f.grant(victim, f.exposeBlock(SIZE, 8));
 
         // The victim's id with another peer's live session, proven on that session's key (the secret is known).
         Session others = session(f, UUID.randomUUID(), SECRET);
@@ -273,9 +275,8 @@ class DataPlaneAuthTest {
     @EnumSource(TestTransport.class)
     void aDataChannelIsClosedWithItsSessionAndReadsNothingAfter(TestTransport on) throws Exception {
         PolicyFixture f = open(on, SECRET);
-        RemoteBlock block = f.exposeBlock(SIZE, 9);
         UUID instance = UUID.randomUUID();
-        f.server.grants(instance).grant(block.rkey());
+        RemoteBlock block = f.grant(instance, f.exposeBlock(SIZE, 9));
         Session session = session(f, instance, SECRET);
         Outsider data = dataChannel(f, instance, SECRET, session.id());
         data.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
@@ -321,8 +322,8 @@ class DataPlaneAuthTest {
     @ParameterizedTest
     @EnumSource(TestTransport.class)
     void aReadWithAnotherPeersValidRkeyIsRefusedWithOrWithoutASecret(TestTransport on) throws Exception {
-        // tcp checks each READ against the session's grants; verbs binds the key (a type 2 memory window) to the
-        // granted peer's data QP, and the region's own rkey READs nothing remotely.
+        // tcp checks each READ against the session's grants; verbs makes the key in the granted peer's key domain
+        // (a protection domain its data QPs are in), and the region's own rkey READs nothing remotely.
         for (byte[] secret : new byte[][] {SECRET, null}) {
             closeAll();
             PolicyFixture f = open(on, secret);
@@ -355,8 +356,8 @@ class DataPlaneAuthTest {
     void whatARequestGrantedGoesWithItsSessionAndReadsNothingInThePeersNextSession(TestTransport on) throws Exception {
         // A request's grants belong to the session it came in, not to the peer process: when the session ends
         // they go, keys not yet bound to a data channel too. tcp checks region rkeys per READ (so a grant by rkey
-        // is tested there); verbs serves a region's own rkey to any data QP in a live session (no such check),
-        // so there only keys per grant are.
+        // is tested there); on verbs a region's own rkey READs nothing through a peer's data QP (it is in the
+        // peer's key domain) and a grant by rkey is refused, so there only keys per grant are.
         transport = on;
         attackerNode = on.node(false);
         attackerLanding = attackerNode.register(ByteBuffer.allocateDirect(SIZE), EnumSet.of(Access.LOCAL_WRITE));
@@ -376,7 +377,7 @@ class DataPlaneAuthTest {
         UUID instance = UUID.randomUUID();
 
         Session first = session(f, instance, SECRET);
-        int rkey = request(first.control(), (byte) 1);
+        int rkey = verbs() ? 0 : request(first.control(), (byte) 1); // verbs refuses a grant by rkey (key domains)
         int key = request(first.control(), (byte) 2); // no data channel of the session yet: not bound to one
         Outsider data = dataChannel(f, instance, SECRET, first.id());
         if (!verbs()) {
@@ -406,6 +407,40 @@ class DataPlaneAuthTest {
         now.channel.read(byKey.get().address(), granted, SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
         assertEquals(PolicyFixture.crc(byKey.get().buffer()), PolicyFixture.crc(attackerLanding.buffer()),
                 "what the next session is granted READs");
+    }
+
+    /**
+     * A read-only file mapping (what a mapped map output and an HDFS block file are) is READ by the peer it was
+     * granted to, and by no other: not with that peer's key, not with the region's own rkey. Before key domains,
+     * verbs could bind no memory window over such a mapping (MW_BIND pins for write), so its own rkey READ it
+     * on any authenticated data QP of the node.
+     */
+    @ParameterizedTest
+    @EnumSource(TestTransport.class)
+    void aMappedFileIsReadByThePeerItWasGrantedToAndNoOther(TestTransport on, @TempDir Path dir) throws Exception {
+        PolicyFixture f = open(on, SECRET);
+        byte[] content = new byte[SIZE];
+        new java.util.Random(12).nextBytes(content);
+        Path file = Files.write(dir.resolve("block"), content);
+        ByteBuffer mapping;
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            mapping = channel.map(FileChannel.MapMode.PRIVATE, 0, SIZE).asReadOnlyBuffer(); // registers on every kernel
+        }
+        MemoryRegion region = f.serverNode.register(mapping);
+        UUID owner = UUID.randomUUID();
+        int key = f.server.grants(owner).grant(region, Long.MAX_VALUE);
+        Outsider granted = dataChannel(f, owner, SECRET, session(f, owner, SECRET).id());
+
+        UUID stranger = UUID.randomUUID();
+        byte[] strangersSession = session(f, stranger, SECRET).id();
+        assertRefused(dataChannel(f, stranger, SECRET, strangersSession).channel.read(region.address(), key, SIZE,
+                attackerLanding, 0));
+        assertRefused(dataChannel(f, stranger, SECRET, strangersSession).channel.read(region.address(), region.rkey(), SIZE,
+                attackerLanding, 0));
+
+        granted.channel.read(region.address(), key, SIZE, attackerLanding, 0).get(WAIT, TimeUnit.SECONDS);
+        assertArrayEquals(content, bytes(attackerLanding), "the peer it was granted to READs it");
+        attackerLanding.buffer().put(new byte[SIZE]);
     }
 
     private static int grantByRkey(PolicyServer.PeerIdentity peer, MemoryRegion region) {
@@ -521,7 +556,7 @@ class DataPlaneAuthTest {
         ControlFrame ready = control.next();
         assertEquals(Type.READY, ready.type(), () -> "expected READY, was " + ready.type());
         byte[] session = Handshake.Ready.decode(ready.payload()).session();
-        f.server.grants(instance).grant(block.rkey());
+        RemoteBlock granted = f.grant(instance, block);
         ConnectRequest[] unproven = {
             new ConnectRequest(ConnectProof.create(null, TrafficClass.DATA, session), true), // no mac (before: admitted)
             new ConnectRequest(ConnectProof.create(credentialKey, TrafficClass.DATA, session), true), // not the session's key
@@ -536,7 +571,7 @@ class DataPlaneAuthTest {
                 ControlFrame answer = startHandshake(outsider, TrafficClass.DATA, instance,
                         "a guessed key".getBytes(StandardCharsets.US_ASCII), session);
                 assertNotEquals(Type.READY, answer.type(), "a data channel in a session it cannot prove is not READY");
-                assertReadFails(outsider.channel.read(block.address(), block.rkey(), SIZE, attackerLanding, 0));
+                assertReadFails(outsider.channel.read(granted.address(), granted.rkey(), SIZE, attackerLanding, 0));
             }
         }
         // The policy client with the credential: its data channel's connect proves the session's key, and it READs.

@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Random;
+import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32C;
@@ -26,6 +27,8 @@ final class PolicyFixture implements AutoCloseable {
     final PolicyClient client;
     final AtomicInteger handled = new AtomicInteger();
     final List<String> transitions = new CopyOnWriteArrayList<>();
+    /** The regions {@link #exposeBlock} made, by address. */
+    private final java.util.Map<Long, MemoryRegion> exposed = new java.util.concurrent.ConcurrentHashMap<>();
 
     PolicyFixture(PolicyOptions serverOptions, PolicyOptions clientOptions, PolicyServer.RequestHandler handler)
             throws TransportException {
@@ -85,8 +88,29 @@ final class PolicyFixture implements AutoCloseable {
         new Random(seed).nextBytes(bytes);
         memory.put(bytes).flip();
         MemoryRegion region = serverNode.register(memory);
-        server.grants(grantee.instance(serverNode.localAddress())).grant(region.rkey());
-        return new RemoteBlock(region.address(), region.rkey(), size, crc(region.buffer()));
+        RemoteBlock block = new RemoteBlock(region.address(), region.rkey(), size, crc(region.buffer()));
+        exposed.put(block.address(), region);
+        return grant(grantee.instance(serverNode.localAddress()), block);
+    }
+
+    /**
+     * Lets {@code instance} READ the block (a region {@link #exposeBlock} made) on its data channels: the block as
+     * that peer READs it. Where its keys are made in a key domain (verbs) the descriptor carries a key of the
+     * grant's own; elsewhere (tcp) the region's rkey, which the server checks against the peer's grants per READ.
+     */
+    RemoteBlock grant(UUID instance, RemoteBlock block) {
+        int key = grant(instance, exposed.get(block.address()));
+        return new RemoteBlock(block.address(), key, block.length(), block.crc32c());
+    }
+
+    /** As {@link #grant(UUID, RemoteBlock)} for a region: the key to READ all of it with. */
+    int grant(UUID instance, MemoryRegion region) {
+        ReadGrants grants = server.grants(instance);
+        if (grants.domain() != null) {
+            return grants.grant(region, Long.MAX_VALUE);
+        }
+        grants.grant(region.rkey());
+        return region.rkey();
     }
 
     MemoryRegion landing(int size) throws TransportException {

@@ -131,15 +131,19 @@ public final class RingPeer {
             ByteBuffer memory = ByteBuffer.allocateDirect(pad + bytes.length).position(pad).put(bytes).flip();
             MemoryRegion region = node.register(memory);
             long first = region.address() + pad;
+            PolicyServer[] self = new PolicyServer[1];
             PolicyServer server = new PolicyServer(node, policy(), new PolicyMetrics(), (peer, request) -> {
-                peer.grants().grant(region.rkey());
+                // The peer process's key for the region, kept across its sessions (a cached round READs with it).
+                int key = self[0].grants(peer.instance()).grant(region, Long.MAX_VALUE);
                 ByteBuffer table = ByteBuffer.allocate(4 + blocks * 20).putInt(blocks);
                 for (int i = 0; i < blocks; i++) {
-                    table.putLong(first + (long) i * size).putInt(region.rkey()).putInt(size)
+                    table.putLong(first + (long) i * size).putInt(key).putInt(size)
                             .putInt(crc(ByteBuffer.wrap(bytes, i * size, size)));
                 }
                 return table.flip();
-            }).start();
+            });
+            self[0] = server;
+            server.start();
             server.markReady();
             Thread tcp = new Thread(() -> serveTcp(fallback, bytes, size), "ring-peer-tcp");
             tcp.setDaemon(true);

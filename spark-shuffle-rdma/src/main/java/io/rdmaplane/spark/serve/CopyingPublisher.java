@@ -79,7 +79,7 @@ final class CopyingPublisher implements MapOutputPublisher {
         Block[] blocks = new Block[lengths.length];
         try {
             for (Built b : built) {
-                // For grants: on verbs with memory windows each reducer READs through a window bound to its own QP.
+                // For grants: the region's own rkey READs nothing remotely (verbs); each reducer READs with a key of its own.
                 MemoryRegion region = node.registerForGrants(b.memory.duplicate().limit(b.used).position(0));
                 regions.add(new Held(region, b.memory));
                 for (Segment seg : b.segments) {

@@ -38,14 +38,14 @@ import org.slf4j.LoggerFactory;
  * <li>{@link CopyingPublisher} (verbs on kernels before 6.2, whose first refusal switches this store
  *     to copies for good; or {@code mapFiles} false): one copy per map output in regions of its own,
  *     a segment one piece, the memory recycled after a quarantine. Registered for grants
- *     ({@link Node#registerForGrants}): on verbs with memory windows each reducer READs a copy through a
- *     window over its block's bytes only, bound to its own QP; a file mapping cannot be (see {@link #keyBinding}).</li>
+ *     ({@link Node#registerForGrants}).</li>
  * </ul>
- * On tcp every LOCATE grant, of either kind, is a key of its own over the block's bytes, READ on the
- * reducer's data channel only.
- * Either way a map output costs its registrations once per map task (not per IO), exposes exactly
- * its segments (REMOTE_READ only), and {@link #removeShuffle} deregisters it: a later READ fails
- * with REMOTE_ACCESS_ERROR.
+ * Every LOCATE grant, of either kind, is a key of its own over the block's bytes, READ on the reducer's
+ * data channels only: on tcp the provider checks it per READ; on verbs it is a registration of the block's
+ * bytes in the reducer process's key domain (see {@link #keyBinding}). Either way a map output costs its
+ * registrations once per map task (not per IO), and on verbs each block a key registration per reducer
+ * process that LOCATEs it; it exposes exactly its segments (REMOTE_READ only), and {@link #removeShuffle}
+ * deregisters it and every key over it: a later READ fails with REMOTE_ACCESS_ERROR.
  *
  * <p>Thread-safe: map tasks publish concurrently, LOCATE is answered on a transport thread,
  * {@link #removeShuffle} may race both.
@@ -129,21 +129,9 @@ public final class MapOutputStore implements AutoCloseable {
         }
     }
 
-    /**
-     * How the READ keys of this store's map outputs are bound, for the log: copies are registered for
-     * grants (per peer where the node binds memory windows); file mappings keep the region's own rkey,
-     * since memory windows need MW_BIND, which pins for write and a read-only mapping refuses.
-     */
+    /** How the READ keys of this store's map outputs are bound, for the log: copied and mapped alike, as the node binds them. */
     public String keyBinding() {
-        String copies = "copied map outputs " + node.keyBinding();
-        if (mapped == null) {
-            return copies;
-        }
-        return node.keyBinding().startsWith("per peer")
-                ? copies + "; mapped map outputs per region (a read-only file mapping cannot be registered MW_BIND, which"
-                        + " pins for write: their key is the MR's own rkey, READ by any authenticated data channel that knows it;"
-                        + " spark.shuffle.rdma.mapOutput.mapFiles=false copies every map output instead)"
-                : copies + "; mapped map outputs alike";
+        return (mapped == null ? "copied map outputs " : "map outputs, copied and mapped, ") + node.keyBinding();
     }
 
     /** Frames and registers every non-empty partition of a committed map output; false if over cap/failed (logged, counted). */

@@ -22,8 +22,8 @@ import org.slf4j.LoggerFactory;
  * The serving side of one executor: a {@link PolicyServer} on its data node that answers LOCATE
  * requests from a {@link MapOutputStore}, granting each located block's payload bytes (not the rest of
  * its map output) to the asking peer's session and handing out the grant's key (on tcp a key of its own
- * for that range and the peer's data channel; on verbs a memory window over the range bound to that
- * peer's data QP where the memory allows one, {@link MapOutputStore#keyBinding}). Each block is answered with its Arrow
+ * for that range and the peer's data channel; on verbs a registration of the range in the peer's key
+ * domain, whose protection domain its data QPs are in, {@link MapOutputStore#keyBinding}). Each block is answered with its Arrow
  * framing and the remote block of its payload (one READ), or, below the inline threshold, as the
  * whole block in the answer (no READ), within {@link LocateProtocol#MAX_RESPONSE_BYTES}: blocks
  * beyond that are DEFERRED, and the reader asks again. A malformed request
@@ -134,9 +134,8 @@ public final class ShuffleBlockServer implements AutoCloseable {
             if (answer.get(i) instanceof LocateProtocol.Read read) {
                 // The asking peer READs this block's bytes, nothing else of the map output, and no other peer by
                 // their key: the key handed out is the grant's, over the block's payload range only, bound to this
-                // peer's data channel (tcp: a key of its own, checked per READ; verbs: a memory window over the
-                // range bound to the data QP, for memory registered for grants; a mapped output there keeps the
-                // region's rkey). A grant goes when its region is deregistered (the shuffle unregistered), not only
+                // peer's data channels (tcp: a key of its own, checked per READ; verbs: a registration of the
+                // range in the peer's key domain, copied and mapped outputs alike). A grant goes when its region is deregistered (the shuffle unregistered), not only
                 // when the peer is forgotten.
                 RemoteBlock p = read.payload();
                 int key;

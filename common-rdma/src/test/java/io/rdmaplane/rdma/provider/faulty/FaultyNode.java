@@ -6,6 +6,7 @@ import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ConnectRequest;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.KeyDomain;
 import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
@@ -276,7 +277,21 @@ public final class FaultyNode implements Node {
 
     @Override
     public PeerKey peerKey(MemoryRegion region, long address, int length) throws TransportException {
-        PeerKey key = inner.peerKey(region, address, length);
+        return spoiled(inner.peerKey(region, address, length));
+    }
+
+    @Override
+    public KeyDomain openKeyDomain() throws TransportException {
+        return inner.openKeyDomain();
+    }
+
+    @Override
+    public PeerKey peerKey(MemoryRegion region, long address, int length, KeyDomain domain) throws TransportException {
+        return spoiled(inner.peerKey(region, address, length, domain));
+    }
+
+    /** The key, or, while {@link #grantUnknownKeys} asks for it, the key handed out with an rkey never made. */
+    private PeerKey spoiled(PeerKey key) {
         if (keysToSpoil.get() <= 0 || keysToSpoil.getAndDecrement() <= 0) {
             return key;
         }
@@ -331,6 +346,11 @@ public final class FaultyNode implements Node {
             @Override
             public Admission admit(java.net.SocketAddress from, ByteBuffer connectData) {
                 return acceptor.admit(from, connectData);
+            }
+
+            @Override
+            public KeyDomain keyDomain(java.net.SocketAddress from, ByteBuffer connectData) {
+                return acceptor.keyDomain(from, connectData);
             }
         });
     }

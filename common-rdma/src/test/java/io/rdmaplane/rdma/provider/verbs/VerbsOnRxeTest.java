@@ -14,9 +14,13 @@ import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
+import io.rdmaplane.rdma.provider.ConnectRequest;
+import io.rdmaplane.rdma.provider.KeyDomain;
+import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.MemoryRegion;
 import io.rdmaplane.rdma.provider.Node;
 import io.rdmaplane.rdma.provider.NodeOptions;
+import io.rdmaplane.rdma.provider.PeerKey;
 import io.rdmaplane.rdma.provider.ProviderConformanceSuite;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -47,7 +51,8 @@ import org.junit.jupiter.api.io.TempDir;
  * What the verbs provider does beyond the conformance suite, on Soft-RoCE in the VM: read-only
  * file mappings (private ones advised off huge pages before registering), On-Demand Paging never
  * used, a channel admitted to be READ later serving no READ until allowed, receive credits under a
- * slow receiver, busy-polled completions, and the acceptor's first message arriving after the READY.
+ * slow receiver, busy-polled completions, the acceptor's first message arriving after the READY, and key
+ * domains (a protection domain per peer).
  */
 @ExtendWith(RdmaVmOnly.class)
 class VerbsOnRxeTest {
@@ -198,6 +203,127 @@ class VerbsOnRxeTest {
         } catch (java.io.IOException e) {
             return "unknown (" + e.getMessage() + ")";
         }
+    }
+
+    /**
+     * A key domain is a protection domain of the peer's own: a key made for it is a registration of exactly its
+     * range there, READ through the channels accepted into that domain (any of them: the peer's next channel
+     * too) and through no other QP, whatever the memory: copied (registered for grants) and a read-only file
+     * mapping, which a memory window cannot bind. A READ outside the range, with the region's own rkey, after
+     * revocation, after the region's deregistration or the domain's close is refused and lands nothing; a
+     * closed domain's connects are refused; a channel in a domain READs nothing itself (its QP is not in the
+     * node's PD).
+     */
+    @Test
+    void aKeyDomainsKeysReadTheirRangeThroughTheDomainsChannelsOnlyWhateverTheMemory(@TempDir Path dir) throws Exception {
+        int page = 4096;
+        Node server = node("RDMA_VM_ADDR_A");
+        KeyDomain[] domains = {null, server.openKeyDomain(), server.openKeyDomain()};
+        assertNotNull(domains[1], "verbs opens key domains");
+        List<Channel> serverSide = new CopyOnWriteArrayList<>();
+        server.listen(new ChannelAcceptor() {
+            @Override
+            public ChannelHandler accept(Channel channel) {
+                serverSide.add(channel);
+                return new ChannelHandler() { };
+            }
+
+            @Override
+            public KeyDomain keyDomain(SocketAddress from, ByteBuffer connectData) {
+                return connectData.remaining() == 0 ? null : domains[connectData.get(0)];
+            }
+        });
+        Node client = node("RDMA_VM_ADDR_B");
+        MemoryRegion landing = client.register(ByteBuffer.allocateDirect(3 * page), EnumSet.of(Access.LOCAL_WRITE));
+
+        byte[] content = new byte[3 * page];
+        new Random(31).nextBytes(content);
+        MemoryRegion copied = server.registerForGrants(ByteBuffer.allocateDirect(content.length).put(content).flip());
+        Path file = Files.write(dir.resolve("block"), content);
+        MemoryRegion mapped = server.register(map(file, FileChannel.MapMode.PRIVATE).asReadOnlyBuffer());
+        for (MemoryRegion region : List.of(copied, mapped)) {
+            long from = region.address() + page; // the middle page is granted
+            byte[] granted = java.util.Arrays.copyOfRange(content, page, 2 * page);
+            PeerKey key = server.peerKey(region, from, page, domains[1]);
+            assertTrue(key.boundToPeer() && key.rebindable(), key + " is the peer's, across its channels");
+            Channel mine = inDomain(client, server, 1);
+            Channel serverEnd = serverSide.get(serverSide.size() - 1);
+            key.bindTo(serverEnd).get(WAIT_SECONDS, TimeUnit.SECONDS);
+            assertReads(mine, from, key.rkey(), page, landing, granted);
+            assertReads(mine, from + 100, key.rkey(), 96, landing, java.util.Arrays.copyOfRange(granted, 100, 196));
+            assertReads(inDomain(client, server, 1), from, key.rkey(), page, landing, granted); // the peer's next channel
+
+            // Each refused READ breaks its channel (as a QP's does): a fresh one for each.
+            assertRefused(inDomain(client, server, 1), from - 1, key.rkey(), 16, landing); // the byte before
+            assertRefused(inDomain(client, server, 1), from + page - 8, key.rkey(), 16, landing); // past its end
+            assertRefused(inDomain(client, server, 1), region.address(), key.rkey(), 3 * page, landing); // the whole region
+            assertRefused(inDomain(client, server, 2), from, key.rkey(), page, landing); // another peer's domain
+            assertRefused(inDomain(client, server, 0), from, key.rkey(), page, landing); // the node's PD
+            if (region == mapped) { // its own rkey READs remotely, but not through a domain's channel
+                assertRefused(inDomain(client, server, 1), from, region.rkey(), page, landing);
+            }
+            Channel noDomain = inDomain(client, server, 0);
+            Channel noDomainServerEnd = serverSide.get(serverSide.size() - 1);
+            assertThrows(ExecutionException.class, () -> key.bindTo(noDomainServerEnd).get(WAIT_SECONDS, TimeUnit.SECONDS),
+                    "a domain's key binds to no channel outside it");
+            noDomain.close();
+
+            key.revoke();
+            assertRefused(inDomain(client, server, 1), from, key.rkey(), page, landing);
+        }
+
+        // A channel in a domain READs nothing: its QP is in the domain's PD, the node's memory is not.
+        inDomain(client, server, 1);
+        Channel domainServerEnd = serverSide.get(serverSide.size() - 1);
+        MemoryRegion serverLanding = server.register(ByteBuffer.allocateDirect(page), EnumSet.of(Access.LOCAL_WRITE));
+        MemoryRegion clientSource = client.register(ByteBuffer.allocateDirect(page));
+        ExecutionException local = assertThrows(ExecutionException.class, () -> domainServerEnd.read(clientSource.address(),
+                clientSource.rkey(), 16, serverLanding, 0).get(WAIT_SECONDS, TimeUnit.SECONDS));
+        assertEquals(Status.LOCAL_PROTECTION_ERROR, assertInstanceOf(TransportException.class, local.getCause()).status());
+
+        // Deregistering the region revokes its keys in every domain; closing a domain revokes its keys.
+        PeerKey ofRegion = server.peerKey(copied, copied.address(), page, domains[2]);
+        PeerKey ofDomain = server.peerKey(mapped, mapped.address(), page, domains[1]);
+        assertReads(inDomain(client, server, 2), copied.address(), ofRegion.rkey(), page, landing,
+                java.util.Arrays.copyOfRange(content, 0, page));
+        copied.deregister();
+        assertRefused(inDomain(client, server, 2), copied.address(), ofRegion.rkey(), page, landing);
+        Channel before = inDomain(client, server, 1);
+        domains[1].close();
+        assertRefused(before, mapped.address(), ofDomain.rkey(), page, landing);
+        assertThrows(ExecutionException.class, () -> inDomain(client, server, 1), "a closed domain takes no channel");
+        TransportException closed = assertThrows(TransportException.class,
+                () -> server.peerKey(mapped, mapped.address(), page, domains[1]));
+        assertTrue(closed.getMessage().contains("closed"), closed.getMessage());
+    }
+
+    /** A channel from {@code client} whose server end the acceptor puts in domain {@code index} (0: none). */
+    private static Channel inDomain(Node client, Node server, int index) throws Exception {
+        ConnectRequest request = new ConnectRequest(index == 0 ? new byte[0] : new byte[] {(byte) index}, true);
+        return client.connect(server.localAddress(), 4, Lane.BULK, new ChannelHandler() { }, request)
+                .get(WAIT_SECONDS, TimeUnit.SECONDS);
+    }
+
+    private static void assertReads(Channel channel, long address, int rkey, int length, MemoryRegion landing, byte[] expected)
+            throws Exception {
+        landing.buffer().put(new byte[landing.length()]);
+        channel.read(address, rkey, length, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS);
+        byte[] got = new byte[length];
+        landing.buffer().get(got);
+        assertArrayEquals(expected, got);
+    }
+
+    /** The READ is refused by the device (rxe NAKs it as an access error or an invalid request) and lands nothing. */
+    private static void assertRefused(Channel channel, long address, int rkey, int length, MemoryRegion landing)
+            throws Exception {
+        landing.buffer().put(new byte[landing.length()]);
+        ExecutionException refused = assertThrows(ExecutionException.class,
+                () -> channel.read(address, rkey, length, landing, 0).get(WAIT_SECONDS, TimeUnit.SECONDS));
+        Status status = assertInstanceOf(TransportException.class, refused.getCause()).status();
+        assertTrue(status == Status.REMOTE_ACCESS_ERROR || status == Status.REMOTE_INVALID_REQUEST, refused.getCause().getMessage());
+        byte[] got = new byte[length];
+        landing.buffer().get(got);
+        assertArrayEquals(new byte[length], got, "no byte of the refused READ landed");
     }
 
     private static MappedByteBuffer map(Path file, FileChannel.MapMode mode) throws java.io.IOException {

@@ -7,6 +7,7 @@ import com.ibm.disni.verbs.RdmaCmId;
 import com.ibm.disni.verbs.RdmaEventChannel;
 import io.rdmaplane.rdma.provider.Admission;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
+import io.rdmaplane.rdma.provider.KeyDomain;
 import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.Status;
 import io.rdmaplane.rdma.provider.TransportException;
@@ -325,10 +326,18 @@ final class CmEventLoop {
         }
         Admission admission;
         Lane lane = Lane.BULK;
+        KeyDomain domain = null;
         try {
             ConnectData request = ConnectData.decode(NativeCm.connectData(id));
             lane = request.lane();
             admission = acceptor.admit(from, request.data());
+            if (admission != null && admission != Admission.REFUSE) {
+                domain = acceptor.keyDomain(from, request.data());
+                if (domain != null && !(domain instanceof VerbsDomain mine && mine.node() == node)) {
+                    throw new IllegalStateException("the acceptor put the channel in " + domain + ", no key domain of "
+                            + node.name());
+                }
+            }
         } catch (IOException | RuntimeException e) {
             long now = System.nanoTime();
             if (now - lastUncheckedLog >= UNCHECKED_LOG_INTERVAL_NANOS) {
@@ -351,6 +360,12 @@ final class CmEventLoop {
         if (!node.reserveCq(channel)) {
             LOG.warn("{}: refusing a connection: the {} completion queue has room for {} more entries, a channel needs {}",
                     node.name(), lane, node.cqFree(lane), channel.cqEntries);
+            destroyId(id);
+            return;
+        }
+        if (domain != null && !channel.join((VerbsDomain) domain)) {
+            LOG.debug("{}: refusing a connection from {}: its key domain is closed", node.name(), from);
+            node.releaseCq(channel);
             destroyId(id);
             return;
         }

@@ -35,13 +35,19 @@ final class SendPool {
 
     private final IbvPd pd;
     private final int slotBytes;
+    private final int slotsPerChunk;
     private final ConcurrentLinkedQueue<Slot> free = new ConcurrentLinkedQueue<>();
     private final List<IbvMr> chunks = new ArrayList<>();
     private boolean closed;
 
     SendPool(IbvPd pd, int slotBytes) {
+        this(pd, slotBytes, SLOTS_PER_CHUNK);
+    }
+
+    SendPool(IbvPd pd, int slotBytes, int slotsPerChunk) {
         this.pd = pd;
         this.slotBytes = Frames.align(slotBytes);
+        this.slotsPerChunk = slotsPerChunk;
     }
 
     Slot take() throws IOException {
@@ -61,11 +67,11 @@ final class SendPool {
         if (closed) {
             throw new IOException("send buffers released (node closed)");
         }
-        ByteBuffer chunk = ByteBuffer.allocateDirect(slotBytes * SLOTS_PER_CHUNK);
+        ByteBuffer chunk = ByteBuffer.allocateDirect(slotBytes * slotsPerChunk);
         long base = Verbs.address(chunk);
         IbvMr mr = Verbs.register(pd, base, chunk.capacity(), 0); // the HCA only reads these
         chunks.add(mr);
-        for (int i = 1; i < SLOTS_PER_CHUNK; i++) {
+        for (int i = 1; i < slotsPerChunk; i++) {
             free.add(new Slot(chunk.slice(i * slotBytes, slotBytes), base + (long) i * slotBytes, mr.getLkey()));
         }
         return new Slot(chunk.slice(0, slotBytes), base, mr.getLkey());

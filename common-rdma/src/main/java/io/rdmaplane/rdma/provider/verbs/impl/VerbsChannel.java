@@ -2,6 +2,7 @@ package io.rdmaplane.rdma.provider.verbs.impl;
 
 import com.ibm.disni.verbs.IbvContext;
 import com.ibm.disni.verbs.IbvMr;
+import com.ibm.disni.verbs.IbvPd;
 import com.ibm.disni.verbs.IbvQP;
 import com.ibm.disni.verbs.IbvQPInitAttr;
 import com.ibm.disni.verbs.IbvRecvWR;
@@ -124,6 +125,8 @@ final class VerbsChannel extends AbstractChannel {
     // ---- guarded by this
     private State state = State.CONNECTING;
     private RdmaCmId cmId;
+    /** The key domain an accepted channel joined (its QP and buffers are there), or null: the node's PD. */
+    private volatile VerbsDomain domain;
     private IbvQP qp;
     private ByteBuffer slab;
     private IbvMr slabMr;
@@ -190,6 +193,29 @@ final class VerbsChannel extends AbstractChannel {
         this.cmId = cmId;
     }
 
+    /** Joins {@code keys} before set-up (CM thread): false when it is closed already. */
+    synchronized boolean join(VerbsDomain keys) {
+        if (!keys.enter()) {
+            return false;
+        }
+        domain = keys;
+        return true;
+    }
+
+    VerbsDomain domain() {
+        return domain;
+    }
+
+    /** The protection domain of this channel's QP and buffers. */
+    private IbvPd pd() {
+        return domain != null ? domain.pd() : node.pd();
+    }
+
+    /** The send buffers of this channel's PD. */
+    private SendPool sendPool() {
+        return domain != null ? domain.sendPool() : node.sendPool();
+    }
+
     synchronized RdmaCmId cmId() {
         return cmId;
     }
@@ -212,7 +238,7 @@ final class VerbsChannel extends AbstractChannel {
     }
 
     /**
-     * Creates the QP on the node's PD and its lane's CQ, registers the receive buffers and posts
+     * Creates the QP on the node's PD (its key domain's, if it joined one) and its lane's CQ, registers the receive buffers and posts
      * them all. The QP asks for {@link #INLINE_BYTES} of inline data (SENDs that short are copied
      * into the work request: no DMA read of the send buffer before the first packet); a device
      * that refuses gets a QP without.
@@ -243,7 +269,7 @@ final class VerbsChannel extends AbstractChannel {
         int recvBytes = receiveBuffers * recvSlotBytes;
         slab = ByteBuffer.allocateDirect(recvBytes + CONTROL_SLOTS * Frames.CONTROL_SLOT);
         long base = Verbs.address(slab);
-        slabMr = Verbs.register(node.pd(), base, slab.capacity(), Verbs.accessFlags(java.util.Set.of(Access.LOCAL_WRITE)));
+        slabMr = Verbs.register(pd(), base, slab.capacity(), Verbs.accessFlags(java.util.Set.of(Access.LOCAL_WRITE)));
         int lkey = slabMr.getLkey();
         receives = new SVCPostRecv[receiveBuffers];
         for (int i = 0; i < receiveBuffers; i++) {
@@ -275,7 +301,7 @@ final class VerbsChannel extends AbstractChannel {
         attr.setQp_type(IbvQP.IBV_QPT_RC);
         attr.setSend_cq(node.cq(lane));
         attr.setRecv_cq(node.cq(lane));
-        return cmId.createQP(node.pd(), attr);
+        return cmId.createQP(pd(), attr);
     }
 
     private static IbvSendWR work(int opcode) {
@@ -342,6 +368,11 @@ final class VerbsChannel extends AbstractChannel {
         CompletableFuture<Void> future = new CompletableFuture<>();
         if (state != State.OPEN) {
             future.completeExceptionally(closedError());
+            return future;
+        }
+        if (domain != null) { // a window lives in the node's PD; this QP is in another
+            future.completeExceptionally(new IllegalArgumentException(window + " cannot be bound on " + this
+                    + ", whose QP is in " + domain + ": its keys are the domain's"));
             return future;
         }
         Op op = new Op(Kind.BIND, future, null, 0);
@@ -424,7 +455,7 @@ final class VerbsChannel extends AbstractChannel {
             }
             SendPool.Slot slot;
             try {
-                slot = node.sendPool().take();
+                slot = sendPool().take();
             } catch (IOException | RuntimeException e) {
                 outstanding--;
                 future.completeExceptionally(new TransportException(Status.FLUSHED, "no send buffer: " + e, e));
@@ -598,6 +629,10 @@ final class VerbsChannel extends AbstractChannel {
     }
 
     private String checkLocal(MemoryRegion local, int offset, int length) {
+        if (domain != null) {
+            return this + " is in " + domain + ", and the node's memory is not: a channel accepted into a key domain is READ"
+                    + " from, it READs nothing";
+        }
         return LocalAccess.problem(local, local instanceof VerbsRegion region && region.node() == node, offset, length);
     }
 
@@ -636,7 +671,7 @@ final class VerbsChannel extends AbstractChannel {
                     orphans.add(op.slot);
                 }
             } else if (op.slot != null) {
-                node.sendPool().release(op.slot);
+                sendPool().release(op.slot);
             }
             if (status == WcStatus.SUCCESS) {
                 if (index >= queueDepth() && !bindsWaiting.isEmpty()) {
@@ -981,7 +1016,11 @@ final class VerbsChannel extends AbstractChannel {
             orphans.clear();
         }
         for (SendPool.Slot slot : release) {
-            node.sendPool().release(slot);
+            sendPool().release(slot);
+        }
+        VerbsDomain joined = domain;
+        if (joined != null) {
+            joined.leave(); // after the QP and its buffers: the PD may go now
         }
     }
 

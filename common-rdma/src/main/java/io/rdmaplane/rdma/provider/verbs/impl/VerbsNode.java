@@ -13,6 +13,7 @@ import io.rdmaplane.rdma.provider.Channel;
 import io.rdmaplane.rdma.provider.ChannelAcceptor;
 import io.rdmaplane.rdma.provider.ChannelHandler;
 import io.rdmaplane.rdma.provider.ConnectRequest;
+import io.rdmaplane.rdma.provider.KeyDomain;
 import io.rdmaplane.rdma.provider.Lane;
 import io.rdmaplane.rdma.provider.PeerKey;
 import io.rdmaplane.rdma.provider.MemoryRegion;
@@ -87,7 +88,9 @@ public final class VerbsNode implements Node {
     private final CmEventLoop cm;
     private final Map<Integer, VerbsChannel> channels = new ConcurrentHashMap<>();
     private final Set<VerbsRegion> regions = ConcurrentHashMap.newKeySet();
+    private final Set<VerbsDomain> domains = ConcurrentHashMap.newKeySet();
     private final AtomicLong registrations = new AtomicLong();
+    private final AtomicLong keyRegistrations = new AtomicLong();
     private final AtomicBoolean closed = new AtomicBoolean();
     private final CompletableFuture<Void> terminated = new CompletableFuture<>();
     private final Object registerLock = new Object();
@@ -310,13 +313,65 @@ public final class VerbsNode implements Node {
         return verbs.newWindow(address, length);
     }
 
+    /** A protection domain of its own: see {@link VerbsDomain}. */
+    @Override
+    public KeyDomain openKeyDomain() throws TransportException {
+        synchronized (registerLock) {
+            if (closed.get()) {
+                throw new TransportException(Status.FLUSHED, name + " is closed");
+            }
+            IbvPd domainPd;
+            try {
+                domainPd = context.allocPd();
+            } catch (IOException | RuntimeException e) {
+                throw new TransportException(Status.UNAVAILABLE, "ibv_alloc_pd for a key domain of " + name + " failed: " + e, e);
+            }
+            if (domainPd == null) {
+                throw new TransportException(Status.UNAVAILABLE, "ibv_alloc_pd for a key domain of " + name + " failed");
+            }
+            VerbsDomain domain = new VerbsDomain(this, domainPd, options.maxMessageSize() + Frames.HEADER);
+            domains.add(domain);
+            return domain;
+        }
+    }
+
+    /** A registration of exactly the range in the domain's PD (any region of this node, read-only file mappings too). */
+    @Override
+    public PeerKey peerKey(MemoryRegion region, long address, int length, KeyDomain domain) throws TransportException {
+        if (domain == null) {
+            return peerKey(region, address, length);
+        }
+        NodeArguments.checkKeyRange(region, address, length);
+        if (!(domain instanceof VerbsDomain verbsDomain) || verbsDomain.node() != this) {
+            throw new IllegalArgumentException(domain + " is no key domain of " + name);
+        }
+        if (!(region instanceof VerbsRegion verbs) || verbs.node() != this) {
+            throw new IllegalArgumentException(region + " is no region of " + name);
+        }
+        return verbsDomain.key(verbs, address, length);
+    }
+
+    void forget(VerbsDomain domain) {
+        domains.remove(domain);
+    }
+
+    void countKeyRegistration() {
+        keyRegistrations.incrementAndGet();
+    }
+
+    /** Keys registered in key domains so far (one per grant; not memory registrations of the pools). */
+    public long keyRegistrationCount() {
+        return keyRegistrations.get();
+    }
+
+    /** As the policy layer uses it: a key domain per peer; what a key made without one is comes after. */
     @Override
     public String keyBinding() {
-        return type2Windows > 0 ? "per peer (type 2 memory windows over the granted byte range, bound to the peer's QP; the device"
-                + " holds " + type2Windows + ")"
-                + ", except read-only file mappings (mapped shuffle outputs, HDFS block files): per region, since MW_BIND pins"
-                + " memory for write, which they refuse"
-                : "per region (the device binds no type 2 memory window: a key is the MR's own rkey, which any data channel READs with)";
+        return "per peer (key domains: each peer's data channels in a protection domain of its own, each key a registration"
+                + " of exactly the granted byte range there, copied and mapped memory alike; a key made without a domain is "
+                + (type2Windows > 0 ? "a type 2 memory window bound to the peer's QP, the device holds " + type2Windows
+                + ", or the MR's own rkey for a read-only file mapping, which MW_BIND refuses)"
+                : "the MR's own rkey: the device binds no type 2 memory window)");
     }
 
     private MemoryRegion register(ByteBuffer buffer, Set<Access> access, int flags, boolean windowed) throws TransportException {
@@ -502,6 +557,10 @@ public final class VerbsNode implements Node {
                 region.deregister(); // after the QPs are gone: peers see the connection end, not refused READs
             }
         }
+        for (VerbsDomain domain : new ArrayList<>(domains)) {
+            domain.close(); // its keys; its QPs are gone already
+            domain.release();
+        }
         sendPool.close();
         cm.destroyListenId();
         bulk.destroy();
@@ -598,6 +657,11 @@ public final class VerbsNode implements Node {
             }
         } while (!cqFree.compareAndSet(now, now - need));
         return true;
+    }
+
+    /** Gives back what {@link #reserveCq} took, for a channel that never came to be. */
+    void releaseCq(VerbsChannel channel) {
+        laneCq(channel.lane).free.addAndGet(channel.cqEntries);
     }
 
     int cqFree(Lane lane) {

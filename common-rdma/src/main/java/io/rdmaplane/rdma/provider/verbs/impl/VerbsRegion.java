@@ -24,6 +24,7 @@ final class VerbsRegion extends AbstractMemoryRegion {
     private final int lkey;
     private final boolean windowed;
     private final Set<VerbsWindow> windows = ConcurrentHashMap.newKeySet();
+    private final Set<DomainKey> domainKeys = ConcurrentHashMap.newKeySet();
 
     VerbsRegion(VerbsNode node, ByteBuffer memory, long address, IbvMr mr, Set<Access> access, boolean windowed) {
         super(memory, address, mr.getRkey(), access);
@@ -69,11 +70,27 @@ final class VerbsRegion extends AbstractMemoryRegion {
         windows.remove(window);
     }
 
-    /** Deallocates the windows (ibv_dereg_mr refuses a region with windows bound), then ibv_dereg_mr: every rkey is revoked when this returns. */
+    /** Keeps a key registered over part of this region in a domain, to revoke with it; false if deregistered already. */
+    boolean adopt(DomainKey key) {
+        domainKeys.add(key);
+        return isValid();
+    }
+
+    void forget(DomainKey key) {
+        domainKeys.remove(key);
+    }
+
+    /**
+     * Deallocates the windows (ibv_dereg_mr refuses a region with windows bound) and deregisters the domains' keys
+     * over it, then ibv_dereg_mr: every rkey is revoked when this returns.
+     */
     @Override
     protected void revoke() {
         for (VerbsWindow window : windows) {
             window.revoke();
+        }
+        for (DomainKey key : domainKeys) {
+            key.revoke();
         }
         try {
             Verbs.deregister(mr);

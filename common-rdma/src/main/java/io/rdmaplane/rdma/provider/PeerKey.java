@@ -4,10 +4,11 @@ import java.util.concurrent.CompletableFuture;
 
 /**
  * A key one peer READs a range of a region with ({@link Node#peerKey}). On tcp it is a key of its own
- * (from a CSPRNG), checked by the provider on every READ; where the device binds memory windows
- * (verbs, type 2) it is a window over the range. Either way it is bound to one channel: READs with it
- * through any other channel, or of any byte outside its range, are refused, and it READs nothing once
- * revoked or while that channel is gone (until bound again, where {@link #rebindable}). Elsewhere (verbs without windows, read-only file mappings) it
+ * (from a CSPRNG), checked by the provider on every READ; on verbs, made for a {@link KeyDomain}, it is a
+ * registration of the range in the domain's protection domain, READ through the domain's channels; made
+ * without one where the device binds memory windows (type 2), a window over the range. Either way it is bound
+ * to one peer: READs with it through any other channel, or of any byte outside its range, are refused, and it
+ * READs nothing once revoked or while that channel is gone (until bound again, where {@link #rebindable}). Elsewhere (verbs without windows, read-only file mappings) it
  * is the region's own rkey ({@link #ofRegion}), which covers the whole region on every channel allowed
  * to READ it.
  */

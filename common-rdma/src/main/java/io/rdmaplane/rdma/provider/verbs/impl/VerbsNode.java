@@ -457,7 +457,7 @@ public final class VerbsNode implements Node {
             localAddress = cm.call(() -> cm.listen(options.bindAddress()));
             LOG.debug("{} listening on {}", name, localAddress);
             if (KEYS_LOGGED.compareAndSet(false, true)) {
-                LOG.info("verbs: READ keys of memory registered for grants are bound {}; a connect is admitted or refused"
+                LOG.info("verbs: READ keys granted to peers are bound {}; a connect is admitted or refused"
                         + " before its QP exists", keyBinding());
             }
         } catch (Exception e) {

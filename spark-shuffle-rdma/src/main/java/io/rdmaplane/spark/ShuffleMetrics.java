@@ -43,6 +43,8 @@ public final class ShuffleMetrics {
     public static final String FETCH_REGISTRATIONS = PREFIX + "fetch.registrations";
     /** Gauge: memory registrations the executor's data node has made (map outputs, the reduce pool, landings). */
     public static final String REGISTRATIONS = PREFIX + "registrations";
+    /** Gauge: READ keys the data node registered for reducers (verbs: one per block and reducer process that LOCATEd it). */
+    public static final String KEY_REGISTRATIONS = PREFIX + "keyRegistrations";
     /** Gauge: of {@link #REGISTRATIONS}, the reduce pool's chunks (its warm-up: it stops growing at its working set). */
     public static final String POOL_REGISTRATIONS = PREFIX + "pool.chunkRegistrations";
     /** Blocks handed to Spark's own block transfer (Netty) instead. */
@@ -160,6 +162,7 @@ public final class ShuffleMetrics {
     public void watchRegistrations(io.rdmaplane.rdma.provider.Node node, io.rdmaplane.rdma.memory.RegisteredMemoryPool pool) {
         if (!registry.getGauges().containsKey(REGISTRATIONS)) {
             registry.register(REGISTRATIONS, (Gauge<Long>) node::registrationCount);
+            registry.register(KEY_REGISTRATIONS, (Gauge<Long>) node::keyRegistrationCount);
             registry.register(POOL_REGISTRATIONS, (Gauge<Long>) pool::registrations);
         }
     }

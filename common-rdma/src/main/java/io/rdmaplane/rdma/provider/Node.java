@@ -107,6 +107,11 @@ public interface Node extends AutoCloseable {
     /** Registrations made so far: pools use it to prove there is none per IO. */
     long registrationCount();
 
+    /** Keys made as registrations of their own in a {@link KeyDomain} so far (one per grant on verbs); 0 where none are. */
+    default long keyRegistrationCount() {
+        return 0;
+    }
+
     /**
      * The NUMA node of this node's RDMA device (sysfs {@code device/numa_node}), where registered memory
      * should live; -1 when there is none or it is unknown (tcp, Soft-RoCE, a one-node machine).

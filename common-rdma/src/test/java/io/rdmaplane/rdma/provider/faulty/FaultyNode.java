@@ -281,6 +281,11 @@ public final class FaultyNode implements Node {
     }
 
     @Override
+    public long keyRegistrationCount() {
+        return inner.keyRegistrationCount();
+    }
+
+    @Override
     public KeyDomain openKeyDomain() throws TransportException {
         return inner.openKeyDomain();
     }

@@ -359,7 +359,7 @@ public final class VerbsNode implements Node {
         keyRegistrations.incrementAndGet();
     }
 
-    /** Keys registered in key domains so far (one per grant; not memory registrations of the pools). */
+    @Override
     public long keyRegistrationCount() {
         return keyRegistrations.get();
     }

@@ -186,7 +186,8 @@ final class BlockService implements AutoCloseable {
             return Response.refused(Status.STALE_GENERATION, "replica changed while being served");
         }
         // only the client whose token was checked may READ it, while the region lives and the token is valid, with
-        // the key granted to it: on tcp a key of its own for this range only, bound to the client's data channel
+        // the key granted to it for this range only: on tcp a key of its own bound to the client's data channel, on
+        // verbs a registration of the range in the client's key domain (the protection domain of its data QPs)
         int rkey = peer.grant(region.memory, region.memory.address() + start, rangeLength, grantUntil);
         return new Response(Status.OK, "", start, rangeLength, region.memory.address() + start, rkey,
                 rangeCrc, layout.typeId(), bpc, sums);

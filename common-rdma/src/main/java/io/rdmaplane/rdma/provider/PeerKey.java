@@ -8,9 +8,9 @@ import java.util.concurrent.CompletableFuture;
  * registration of the range in the domain's protection domain, READ through the domain's channels; made
  * without one where the device binds memory windows (type 2), a window over the range. Either way it is bound
  * to one peer: READs with it through any other channel, or of any byte outside its range, are refused, and it
- * READs nothing once revoked or while that channel is gone (until bound again, where {@link #rebindable}). Elsewhere (verbs without windows, read-only file mappings) it
- * is the region's own rkey ({@link #ofRegion}), which covers the whole region on every channel allowed
- * to READ it.
+ * READs nothing once revoked or while that channel is gone (until bound again, where {@link #rebindable}).
+ * Elsewhere (verbs without a domain: no windows, or a read-only file mapping) it is the region's own rkey
+ * ({@link #ofRegion}), which covers the whole region on every channel allowed to READ it.
  */
 public interface PeerKey {
     /** The rkey to hand to the peer. */

@@ -238,10 +238,10 @@ final class VerbsChannel extends AbstractChannel {
     }
 
     /**
-     * Creates the QP on the node's PD (its key domain's, if it joined one) and its lane's CQ, registers the receive buffers and posts
-     * them all. The QP asks for {@link #INLINE_BYTES} of inline data (SENDs that short are copied
-     * into the work request: no DMA read of the send buffer before the first packet); a device
-     * that refuses gets a QP without.
+     * Creates the QP on the node's PD (its key domain's, if it joined one) and its lane's CQ,
+     * registers the receive buffers and posts them all. The QP asks for {@link #INLINE_BYTES} of
+     * inline data (SENDs that short are copied into the work request: no DMA read of the send
+     * buffer before the first packet); a device that refuses gets a QP without.
      */
     synchronized void setUp(IbvContext context) throws IOException {
         if (state == State.CLOSED) {

@@ -76,10 +76,6 @@ final class DomainKey implements PeerKey {
         region.forget(this);
     }
 
-    synchronized boolean isRevoked() {
-        return revoked;
-    }
-
     @Override
     public String toString() {
         return "domain key " + Integer.toUnsignedString(rkey, 16) + " over [0x" + Long.toHexString(address) + ", +" + length

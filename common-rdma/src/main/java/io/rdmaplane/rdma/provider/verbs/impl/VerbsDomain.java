@@ -58,7 +58,7 @@ final class VerbsDomain implements KeyDomain {
             }
             IbvMr mr;
             try {
-                VerbsNode.avoidHugePagesOfPrivateFileMappings(address, length);
+                // No /proc/self/maps scan per key: the region's own registration advised its whole mapping already.
                 mr = Verbs.register(pd, address, length, IbvMr.IBV_ACCESS_REMOTE_READ);
             } catch (IOException | RuntimeException e) {
                 throw new TransportException(Status.LOCAL_PROTECTION_ERROR, "ibv_reg_mr of a key's " + length + " bytes at 0x"
@@ -152,10 +152,6 @@ final class VerbsDomain implements KeyDomain {
             LOG.warn("ibv_dealloc_pd of {} failed: {}", this, e.toString());
         }
         node.forget(this);
-    }
-
-    synchronized boolean isClosed() {
-        return closed;
     }
 
     @Override

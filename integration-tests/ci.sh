@@ -43,6 +43,12 @@ step soft-roce-ring bash "$here/vm/ci.sh"
 times="spark-lines ${took[spark-lines]} s, fuzz ${took[fuzz]} s, soft-roce-ring ${took[soft-roce-ring]} s"
 # The VM ring's steps on one line, e.g. "passed 112 s: smoke.sh --hosts 3 (unstable); ...".
 vm_times=$(grep -a -E '^vm/ci: (passed|FAILED) [0-9]+ s: ' "$logs/soft-roce-ring.log" | sed 's/^vm\/ci: //' | paste -sd ';' | sed 's/;/; /g')
+# A VM command that the guest kernel died under runs once more (vm/run.sh); say so whatever the verdict.
+kernel_deaths=$(grep -a -c 'warning: the guest kernel died after' "$logs/soft-roce-ring.log")
+if [ "$kernel_deaths" -gt 0 ]; then
+  echo "ci: the guest kernel died under $kernel_deaths VM command(s), each then run once more in a fresh VM; its last words:"
+  grep -a 'error: the guest kernel died during the command' "$logs/soft-roce-ring.log" | head -6 | cut -c1-300 | sed 's/^/ci:   /'
+fi
 if [ ${#failed[@]} -eq 0 ]; then
   [ -z "$vm_times" ] || echo "ci: soft-roce-ring steps: $vm_times"
   echo "ci: PASSED in $(( $(date +%s) - start )) s ($times)"

@@ -148,7 +148,8 @@ qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem"
 
 # boot_and_run COMMAND...: one boot of the guest, running the command; sets elapsed.
 boot_and_run() {
-  rm -f "$share/ctl/booted" "$share/ctl/status" "$tmp/timeout" "$tmp/qemu.rc" "$qemu_pid_file"
+  rm -f "$share/ctl/booted" "$share/ctl/status" "$share/ctl/init.log" "$tmp/timeout" "$tmp/qemu.rc" \
+    "$qemu_pid_file" "$tmp/console"
   : > "$share/ctl/output"
   start=$(date +%s)
   vm_log "booting $(basename "$(dirname "$kit")") (TCG, ${cpus} vCPUs, ${mem} MiB; timeouts: boot ${boot_timeout} s, command ${cmd_timeout} s, total ${total_timeout} s)"
@@ -185,12 +186,13 @@ boot_and_run() {
 
   # Console filter: CR of the serial line, SeaBIOS' screen escapes and banner (the guest's
   # UART reset sometimes cuts "Booting from ROM..." short, with no newline before the guest's
-  # first line), the final "reboot: Power down"; sed -u keeps the output live.
+  # first line), the final "reboot: Power down"; sed -u keeps the output live. $tmp/console keeps a
+  # copy, read after the run for a guest kernel's last words.
   # In the background so that a signal interrupts `wait` at once (the trap then stops qemu).
   { "${qemu[@]}" < /dev/null 2>&1; echo $? > "$tmp/qemu.rc"; } \
     | sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' \
         -e '/^SeaBIOS (version/d' -e '/^Booting from ROM\.*$/d' -e 's/^Booting from ROM\.*//' \
-        -e '/\] reboot: Power down$/d' &
+        -e '/\] reboot: Power down$/d' | tee "$tmp/console" &
   console_pid=$!
   # The command's own output, written by the guest to ctl/output; tail stops after the console.
   tail -n +1 -s 0.2 --pid="$console_pid" -f "$share/ctl/output" &
@@ -211,7 +213,18 @@ boot_and_run() {
 # which fits a boot that hung until the 180 s timeout; the same kit had just booted in 25 s; on
 # 2026-12-06 one run had a boot hang until the timeout and then an oops, in a row). A third failed
 # boot fails the run.
-for attempt in 1 2 3; do
+#
+# A guest kernel that dies (Oops, BUG, panic) while the command runs is a fault of the kernel or of
+# its emulation, never the command's verdict: user space cannot legitimately crash it. CI at e658ce7
+# lost a VerbsRingTest run that way (the VM powered off after 131 s with no exit status; that ring
+# passes in ~280 s). Its last words are repeated as an error line, and the command runs once more in
+# a fresh VM; a second death fails the run.
+kernel_died() { # the console's lines that say the guest kernel died, at most 8
+  grep -a -E 'Kernel panic|Oops|BUG:|general protection fault|invalid opcode|RIP: ' "$tmp/console" 2>/dev/null \
+    | head -8 | cut -c1-300
+}
+repeated_after_kernel_death=0
+for attempt in 1 2 3 4; do
   boot_and_run "$@"
   if [ "$attempt" -lt 3 ] && ! [ -f "$share/ctl/booted" ]; then
     if [ -f "$tmp/timeout" ]; then
@@ -220,6 +233,18 @@ for attempt in 1 2 3; do
       vm_log "warning: the guest died during boot after ${elapsed} s (console above); booting it once more"
     fi
     continue
+  fi
+  if [ -f "$share/ctl/booted" ] && ! [ -f "$share/ctl/status" ] && ! [ -f "$tmp/timeout" ]; then
+    [ -f "$share/ctl/init.log" ] && vm_log "the guest's init: $(cat "$share/ctl/init.log")"
+    last_words=$(kernel_died)
+    if [ -n "$last_words" ]; then
+      while IFS= read -r line; do vm_log "error: the guest kernel died during the command: $line"; done <<< "$last_words"
+      if [ "$repeated_after_kernel_death" = 0 ]; then
+        repeated_after_kernel_death=1
+        vm_log "warning: the guest kernel died after ${elapsed} s, under the command (its output and the console are above); running the command once more in a fresh VM"
+        continue
+      fi
+    fi
   fi
   break
 done

@@ -7,6 +7,7 @@ import static io.rdmaplane.it.shuffle.ShuffleReport.ratio;
 
 import io.rdmaplane.it.Args;
 import io.rdmaplane.it.shuffle.ShuffleReport;
+import io.rdmaplane.it.shuffle.ShuffleTaskListener;
 import io.rdmaplane.it.shuffle.ShuffleTaskListener.Totals;
 import io.rdmaplane.it.shuffle.ShuffleWorkload;
 import io.rdmaplane.it.shuffle.ShuffleWorkload.Outcome;
@@ -73,6 +74,9 @@ public final class SparkShuffleDemo {
                 .row("job wall time", seconds(rdma.jobSeconds()), seconds(netty.jobSeconds()))
                 .row("  map stage / reduce stage", seconds(a.mapStageMs() / 1e3) + " / " + seconds(a.reduceStageMs() / 1e3),
                         seconds(b.mapStageMs() / 1e3) + " / " + seconds(b.reduceStageMs() / 1e3))
+                .row("  map tasks: run / CPU / GC", mapTasks(a.mapTasks()), mapTasks(b.mapTasks()))
+                .row("  map tasks: write / publish", seconds(a.mapTasks().writeMs() / 1e3) + " / " + publishSeconds(rdma),
+                        seconds(b.mapTasks().writeMs() / 1e3) + " / -")
                 .row("shuffle written", mib(a.bytesWritten()) + ", " + count(a.recordsWritten()) + " rec",
                         mib(b.bytesWritten()) + ", " + count(b.recordsWritten()) + " rec")
                 .row("shuffle read remote", mib(a.remoteBytesRead()) + ", " + count(a.remoteBlocks()) + " blocks",
@@ -90,6 +94,17 @@ public final class SparkShuffleDemo {
                 .row("failed tasks", count(a.failedTasks()), count(b.failedTasks()))
                 .row("result", rdma.digest().toString(), equal ? "equal" : "DIFFERENT: " + netty.digest())
                 .render();
+    }
+
+    /** Sums over the map tasks: run time, and of it CPU and GC time. */
+    static String mapTasks(ShuffleTaskListener.MapTasks t) {
+        return seconds(t.runMs() / 1e3) + " / " + seconds(t.cpuMs() / 1e3) + " / " + seconds(t.gcMs() / 1e3);
+    }
+
+    /** Time the map tasks spent publishing their outputs for RDMA READ (summed over executors), or "-" without reports. */
+    static String publishSeconds(Outcome o) {
+        long micros = ShuffleReport.sum(o.executors(), "publish.micros");
+        return micros < 0 ? "-" : seconds(micros / 1e6);
     }
 
     static String bytesCounter(Outcome o, String suffix) {

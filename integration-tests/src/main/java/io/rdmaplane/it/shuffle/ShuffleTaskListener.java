@@ -14,18 +14,22 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
 /**
  * Sums the shuffle metrics Spark reports for every finished task (what the Spark UI shows):
  * bytes and records written, remote and local bytes read, fetch wait time, records read, plus
- * tasks that did not succeed. Listener events arrive asynchronously, in order; a job's task-end
+ * tasks that did not succeed, and where the map side's time went (run, CPU, GC and shuffle-write
+ * time of the tasks that wrote shuffle output). Listener events arrive asynchronously, in order; a job's task-end
  * events come before its job-end event, so {@link #awaitTotals()} waits for the job ends.
  */
 public final class ShuffleTaskListener extends SparkListener {
     /** Sums over the tasks of every job so far. */
     public record Totals(long bytesWritten, long recordsWritten, long remoteBytesRead, long localBytesRead,
                          long fetchWaitMs, long recordsRead, long remoteBlocks, long localBlocks, long failedTasks,
-                         long mapStageMs, long reduceStageMs) {
+                         long mapStageMs, long reduceStageMs, MapTasks mapTasks) {
         public long bytesRead() {
             return remoteBytesRead + localBytesRead;
         }
     }
+
+    /** Sums over the tasks that wrote shuffle output, in milliseconds: their run time and, of it, CPU, GC and Spark's shuffle-write time. */
+    public record MapTasks(long runMs, long cpuMs, long gcMs, long writeMs) { }
 
     private long bytesWritten;
     private long recordsWritten;
@@ -38,6 +42,10 @@ public final class ShuffleTaskListener extends SparkListener {
     private long failedTasks;
     private long mapStageMs;
     private long reduceStageMs;
+    private long mapRunMs;
+    private long mapCpuNanos;
+    private long mapGcMs;
+    private long mapWriteNanos;
     private int jobsStarted;
     private int jobsEnded;
 
@@ -51,6 +59,12 @@ public final class ShuffleTaskListener extends SparkListener {
             return;
         }
         ShuffleWriteMetrics w = m.shuffleWriteMetrics();
+        if (w.bytesWritten() > 0) {
+            mapRunMs += m.executorRunTime();
+            mapCpuNanos += m.executorCpuTime();
+            mapGcMs += m.jvmGCTime();
+            mapWriteNanos += w.writeTime();
+        }
         bytesWritten += w.bytesWritten();
         recordsWritten += w.recordsWritten();
         ShuffleReadMetrics r = m.shuffleReadMetrics();
@@ -105,6 +119,7 @@ public final class ShuffleTaskListener extends SparkListener {
             }
         }
         return new Totals(bytesWritten, recordsWritten, remoteBytesRead, localBytesRead, fetchWaitMs, recordsRead,
-                remoteBlocks, localBlocks, failedTasks, mapStageMs, reduceStageMs);
+                remoteBlocks, localBlocks, failedTasks, mapStageMs, reduceStageMs,
+                new MapTasks(mapRunMs, mapCpuNanos / 1_000_000, mapGcMs, mapWriteNanos / 1_000_000));
     }
 }

@@ -134,8 +134,20 @@ public final class MapOutputStore implements AutoCloseable {
         return (mapped == null ? "copied map outputs " : "map outputs, copied and mapped, ") + node.keyBinding();
     }
 
-    /** Frames and registers every non-empty partition of a committed map output; false if over cap/failed (logged, counted). */
+    /**
+     * Frames and registers every non-empty partition of a committed map output; false if over cap/failed (logged,
+     * counted). Its time, whatever the outcome, counts in {@link ShuffleMetrics#PUBLISH_MICROS}.
+     */
     public boolean publish(int shuffleId, long mapId, File dataFile, long[] partitionLengths) {
+        long started = System.nanoTime();
+        try {
+            return publishOnce(shuffleId, mapId, dataFile, partitionLengths);
+        } finally {
+            metrics.publishMicros().inc((System.nanoTime() - started) / 1000);
+        }
+    }
+
+    private boolean publishOnce(int shuffleId, long mapId, File dataFile, long[] partitionLengths) {
         if (closed || removed.contains(shuffleId)) {
             return false;
         }

@@ -106,6 +106,7 @@ class MapOutputStoreTest {
         assertNull(single(executor.store.locate(3, 12, 0)), "no such map output");
         assertEquals(framed, executor.store.usedBytes(), "usedBytes is exactly the registered segments");
         assertEquals(1, executor.metrics.publishedMaps().getCount());
+        assertTrue(executor.metrics.publishMicros().getCount() > 0, "the publish's time is counted (it read and registered a file)");
         assertEquals(framed, executor.metrics.publishedBytes().getCount());
         assertEquals(1, executor.metrics.publishedCopied().getCount(), "mapFiles off: a copy");
         assertEquals(0, executor.metrics.publishedMapped().getCount());

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The verbs provider against perftest on the same two Soft-RoCE devices, in one VM run:
 # ib_read_bw (64 KiB READs) and ib_read_lat (64 B READs) from rxe1 to rxe0, interleaved round
-# by round with the same measurements through our SPI (io.rdmaplane.it.bench.ProviderReadBenchmark);
+# by round with the same measurements through our SPI (io.rdmaplane.it.bench.ProviderReadBenchmark):
+# bandwidth with 128 READs outstanding, as many as ib_read_bw keeps (its default tx depth and rxe's
+# max_qp_rd_atom are both 128), so that the two queues are equally deep;
 # ours twice: with the completion mode's default spin and with a longer one (--spin). Our latency
 # READs are posted and waited for on one thread, as ib_read_lat posts and polls; the latency runs
 # also print the CPU both nodes (and the waiting thread) spent per READ. Prints every round, the
@@ -51,9 +53,9 @@ if [ "${1:-}" = --in-vm ]; then
   for round in $(seq "$BENCH_ROUNDS"); do
     v=$(vm_perftest ib_read_bw $((18600 + round)) -s 65536 -D 5 | awk '$1 == 65536 && NF >= 5 { print $4 }')
     log "round $round ib_read_bw 64 KiB:   ${v:-n/a} MB/sec"; record bw_perf "$v"
-    v=$(ours mode=bw size=65536 outstanding=32 seconds=5 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
+    v=$(ours mode=bw size=65536 outstanding=128 seconds=5 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
     log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec (default spin)"; record bw_ours "$v"
-    v=$(ours mode=bw size=65536 outstanding=32 seconds=5 "$BENCH_SPIN" | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
+    v=$(ours mode=bw size=65536 outstanding=128 seconds=5 "$BENCH_SPIN" | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
     log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec ($BENCH_SPIN)"; record bw_spin "$v"
     v=$(vm_perftest ib_read_lat $((18700 + round)) -s 64 -n 1000 | awk '$1 == 64 && NF >= 5 { print $5 }')
     log "round $round ib_read_lat 64 B:    typical ${v:-n/a} usec"; record lat_perf "$v"

@@ -242,6 +242,7 @@ for attempt in 1 2 3 4; do
       if [ "$repeated_after_kernel_death" = 0 ]; then
         repeated_after_kernel_death=1
         vm_log "warning: the guest kernel died after ${elapsed} s, under the command (its output and the console are above); running the command once more in a fresh VM"
+        find "$share/out" -mindepth 1 -delete   # no half-written result of the dead run survives into the next
         continue
       fi
     fi

@@ -15,8 +15,9 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
  * Sums the shuffle metrics Spark reports for every finished task (what the Spark UI shows):
  * bytes and records written, remote and local bytes read, fetch wait time, records read, plus
  * tasks that did not succeed, and where the map side's time went (run, CPU, GC and shuffle-write
- * time of the tasks that wrote shuffle output). Listener events arrive asynchronously, in order; a job's task-end
- * events come before its job-end event, so {@link #awaitTotals()} waits for the job ends.
+ * time of the tasks that wrote shuffle output). Listener events arrive asynchronously, in order; a
+ * job's task-end events come before its job-end event, so {@link #awaitTotals()} waits for the job
+ * ends.
  */
 public final class ShuffleTaskListener extends SparkListener {
     /** Sums over the tasks of every job so far. */

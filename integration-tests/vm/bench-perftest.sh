@@ -59,14 +59,14 @@ if [ "${1:-}" = --in-vm ]; then
     v=$(vm_perftest ib_read_bw $((18600 + round)) -s 65536 -D 5 | awk '$1 == 65536 && NF >= 5 { print $4 }')
     log "round $round ib_read_bw 64 KiB:   ${v:-n/a} MB/sec"; record bw_perf "$v"
   }
-  ours_bw() {
-    v=$(ours mode=bw size=65536 outstanding=128 seconds=5 | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
-    log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec (default spin)"; record bw_ours "$v"
+  bandwidth() { # LABEL ARRAY ARG...: one run of our 64 KiB READs, 128 deep
+    local label=$1 into=$2
+    shift 2
+    v=$(ours mode=bw size=65536 outstanding=128 seconds=5 "$@" | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
+    log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec ($label)"; record "$into" "$v"
   }
-  ours_bw_spin() {
-    v=$(ours mode=bw size=65536 outstanding=128 seconds=5 "$BENCH_SPIN" | sed -n 's/.*: \([0-9.]*\) MB\/sec.*/\1/p')
-    log "round $round verbs READ 64 KiB:   ${v:-n/a} MB/sec ($BENCH_SPIN)"; record bw_spin "$v"
-  }
+  ours_bw() { bandwidth "default spin" bw_ours; }
+  ours_bw_spin() { bandwidth "$BENCH_SPIN" bw_spin "$BENCH_SPIN"; }
   perf_lat() {
     v=$(vm_perftest ib_read_lat $((18700 + round)) -s 64 -n 1000 | awk '$1 == 64 && NF >= 5 { print $5 }')
     log "round $round ib_read_lat 64 B:    typical ${v:-n/a} usec"; record lat_perf "$v"

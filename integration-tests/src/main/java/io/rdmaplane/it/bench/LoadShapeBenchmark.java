@@ -48,7 +48,7 @@ import java.util.concurrent.atomic.AtomicReference;
  * <p>Arguments (all optional): {@code provider=auto server=127.0.0.1 client=127.0.0.1 seconds=0.25}
  * (per sweep point) {@code rounds=2000} (control round trips per shape) {@code bursts=3 peers=8
  * fanSeconds=1.5 maxDepth=64 out=target/load-shapes baselineLatUs= baselineBwMiBs=} (these two
- * replace the socket baseline: 64 B READ p50 latency and 64 KiB READ bandwidth) {@code only=control|fan}
+ * replace the socket baseline: 64 B READ p50 latency and 64 KiB READ bandwidth) {@code only=control|fan|latency}
  * (one part alone) {@code spinMicros=0 hybridSpinMicros=100} (verbs: the completion spins, as
  * {@code verbs.completion.spinMicros} and {@code .hybridSpinMicros}) {@code detectionWindowMs=200 requestTimeoutMs=1000} (the policy layer's, defaults
  * as shipped; a slow guest such as the Soft-RoCE VM under TCG raises them so no probe or request
@@ -98,7 +98,11 @@ public final class LoadShapeBenchmark {
         if (only.equals("latency")) { // the waited 64 B READ of each completion mode against the given baseline
             Map<String, ReadLoad.LatencyRun> waited = waitedLatency(provider, serverOptions, clientOptions,
                     latRounds);
-            double base = latArg.isEmpty() ? Double.NaN : Double.parseDouble(latArg) * 1e3;
+            // without a given baseline, the plain socket's, measured here as the full run measures it
+            double base = latArg.isEmpty() ? socketRoundTripP50Nanos() : Double.parseDouble(latArg) * 1e3;
+            if (latArg.isEmpty()) {
+                System.out.printf("baseline (plain socket): 64 B round trip p50 %.1f us%n", base / 1e3);
+            }
             printWaited(waited, completion, base, Double.NaN);
             return;
         }
@@ -118,8 +122,7 @@ public final class LoadShapeBenchmark {
             baseBw = Double.parseDouble(bwArg);
             baseName = "given (perftest)";
         } else {
-            SocketBaseline.pingPong(2000, 64);
-            baseLatNanos = Samples.percentiles(SocketBaseline.pingPong(20000, 64))[0];
+            baseLatNanos = socketRoundTripP50Nanos();
             SocketBaseline.streamThroughput(pointNanos);
             baseBw = SocketBaseline.streamThroughput(Math.max(pointNanos, 1_000_000_000L));
             baseName = "plain socket";
@@ -205,6 +208,12 @@ public final class LoadShapeBenchmark {
                     clientOptions.withVerbs(clientOptions.verbs().withCompletion(mode)), 64, Math.max(100, rounds / 10), rounds));
         }
         return runs;
+    }
+
+    /** A plain socket's 64 B round trip, p50, after a warm-up: the baseline where perftest's is not given. */
+    private static double socketRoundTripP50Nanos() throws Exception {
+        SocketBaseline.pingPong(2000, 64);
+        return Samples.percentiles(SocketBaseline.pingPong(20000, 64))[0];
     }
 
     /**

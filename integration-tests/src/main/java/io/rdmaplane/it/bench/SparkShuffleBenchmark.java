@@ -96,11 +96,21 @@ public final class SparkShuffleBenchmark {
         double nettyMap = median(netty, o -> o.metrics().mapStageMs() / 1e3);
         double rdmaReduce = median(rdma, o -> o.metrics().reduceStageMs() / 1e3);
         double nettyReduce = median(netty, o -> o.metrics().reduceStageMs() / 1e3);
+        // where the map stage's time goes, summed over its tasks (as the main job's table shows it)
+        double rdmaMapCpu = median(rdma, o -> o.metrics().mapTasks().cpuMs() / 1e3);
+        double nettyMapCpu = median(netty, o -> o.metrics().mapTasks().cpuMs() / 1e3);
+        double rdmaWrite = median(rdma, o -> o.metrics().mapTasks().writeMs() / 1e3);
+        double nettyWrite = median(netty, o -> o.metrics().mapTasks().writeMs() / 1e3);
+        double rdmaPublish = median(rdma, o -> ShuffleReport.sum(o.executors(), "publish.micros") / 1e6);
         System.out.print(new ShuffleReport()
                 .row("median of " + rounds, name(manager), "sort shuffle (Netty)", "ratio", "goal")
                 .row("job time", fmt("%.2f s", rdmaJob), fmt("%.2f s", nettyJob), ShuffleReport.ratio(rdmaJob, nettyJob), "<= 1.00x")
                 .row("  map stage", fmt("%.2f s", rdmaMap), fmt("%.2f s", nettyMap), ShuffleReport.ratio(rdmaMap, nettyMap), "")
                 .row("  reduce stage", fmt("%.2f s", rdmaReduce), fmt("%.2f s", nettyReduce), ShuffleReport.ratio(rdmaReduce, nettyReduce), "")
+                .row("  map tasks' CPU (sum)", fmt("%.2f s", rdmaMapCpu), fmt("%.2f s", nettyMapCpu), ShuffleReport.ratio(rdmaMapCpu, nettyMapCpu), "")
+                .row("  map tasks' shuffle write (sum)", fmt("%.2f s", rdmaWrite), fmt("%.2f s", nettyWrite),
+                        ShuffleReport.ratio(rdmaWrite, nettyWrite), "")
+                .row("  map tasks' publish for READ (sum)", rdmaPublish < 0 ? "-" : fmt("%.2f s", rdmaPublish), "-", "", "")
                 .row("fetch wait (sum of tasks)", fmt("%.0f ms", rdmaWait), fmt("%.0f ms", nettyWait),
                         ShuffleReport.ratio(rdmaWait, nettyWait), "<= 0.80x")
                 .render());

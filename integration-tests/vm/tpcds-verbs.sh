@@ -10,12 +10,16 @@
 #      into integration-tests/target/tpcds-verbs/tables: the emulated guest would take longer than its budget)
 #      put into HDFS with the stock client;
 #   3. the queries under Spark's sort shuffle and the stock HDFS reader (Netty + TCP), then under
-#      RdmaShuffleManager and the HDFS client plug-in (both on verbs), in two applications on the same cluster.
+#      RdmaShuffleManager and the HDFS client plug-in (both on verbs), in two applications on the same cluster;
+#      with TPCDS_VERBS_BASELINE=host, the RDMA application alone, its rows compared with those a local Spark computed
+#      on the host over the same Parquet files (TpcdsExpectedRows, before the VM boots), and no stock client reads
+#      the read-back's file: no time ratio then.
 #
 #   bash integration-tests/vm/tpcds-verbs.sh [--no-build] [run.sh options]
 #
 #   --no-build   reuse the tree as `mvn -B verify` built it (classes, plug-in jars, class path files)
 #   TPCDS_VERBS_QUERIES (default q3,q19,q42,q52,q55,q43,q53,q63,q89,q98; none: the read-back alone, on HDFS alone),
+#   TPCDS_VERBS_BASELINE (default vm: the sort-shuffle application in the guest, timed; host: rows from the host, see 3.),
 #   TPCDS_VERBS_TIMEOUT (default 2400 s): the VM command's limit
 #   TPCDS_VERBS_HDFS_SIZE (default 5255533: 6 blocks of 1 MiB, the last one partial; 0: no read-back),
 #   TPCDS_VERBS_HDFS_PREADS (default 24)
@@ -57,7 +61,7 @@ if [ "${1:-}" = --in-vm ]; then
   # shellcheck disable=SC2086 # the flags are lists of words
   java -Xmx192m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC $TV_MODULE_FLAGS "-Drdma.jvm.module.flags=$TV_MODULE_FLAGS" \
     -Drdma.ring.classpath.file="$TV_CLASSPATH_FILE" -Drdma.spark.plugin.jar="$TV_SPARK_PLUGIN" -Drdma.hdfs.plugin.jar="$TV_HDFS_PLUGIN" \
-    -Drdma.ring.waitScale=5 $TV_TRANSPORT -cp "$TV_CLASSPATH" "$main_class" "$dir" "$TV_TABLES" "$TV_QUERIES" "$TV_HDFS_SIZE" \
+    -Drdma.ring.waitScale=5 $TV_TRANSPORT $TV_EXPECTED -cp "$TV_CLASSPATH" "$main_class" "$dir" "$TV_TABLES" "$TV_QUERIES" "$TV_HDFS_SIZE" \
     "$TV_HDFS_PREADS" || rc=$?
   log "the ring ran $(( $(date +%s) - t0 )) s in the guest; exit status $rc"
   log "block files: $(find "$dir"/hdfs -name 'blk_*' ! -name '*.meta' 2>/dev/null | wc -l) on $(stat -f -c %T "$dir/hdfs" 2>/dev/null || echo '?')"
@@ -109,6 +113,23 @@ if [ ! -f "$tables/COMPLETE" ]; then
     || { tail -n 40 "$work/tables.log" >&2; vm_die "generating the TPC-DS tables failed"; }
   tail -n 1 "$work/tables.log" >&2
 fi
+queries=${TPCDS_VERBS_QUERIES:-q3,q19,q42,q52,q55,q43,q53,q63,q89,q98}
+expected_flag=
+case "${TPCDS_VERBS_BASELINE:-vm}" in
+  vm) ;;
+  host)
+    if [ "$queries" != none ]; then
+      log "the queries' rows from a local Spark on the host (the baseline; the VM runs the RDMA application alone)"
+      rm -rf "$work/expected"
+      # shellcheck disable=SC2086
+      java -Xmx1g -XX:TieredStopAtLevel=1 -XX:+UseSerialGC $module_flags -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+        -cp "$classes:$(cat "$cp_file")" io.rdmaplane.it.cluster.TpcdsExpectedRows "$tables" "$queries" "$work/expected" > "$work/expected.log" 2>&1 \
+        || { tail -n 40 "$work/expected.log" >&2; vm_die "computing the queries' rows on the host failed"; }
+      grep '^tpcds-expected: ' "$work/expected.log" >&2
+      expected_flag=-Drdma.tpcds.expected=$work/expected
+    fi ;;
+  *) vm_die "TPCDS_VERBS_BASELINE=${TPCDS_VERBS_BASELINE}: expected vm or host" ;;
+esac
 # assigned, not substituted into the plan: a missing jar stops the script (set -e)
 spark_plugin=$(vm_plugin_jar "$root/spark-shuffle-rdma/target" spark-shuffle-rdma)
 hdfs_plugin=$(vm_plugin_jar "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma)
@@ -121,7 +142,8 @@ hdfs_plugin=$(vm_plugin_jar "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma
   # the guest is 25-50x slower than the host: the transport's timeouts scaled as spark-verbs.sh's
   printf 'TV_TRANSPORT=%q\n' "${TPCDS_VERBS_TRANSPORT--Drdma.ring.transport.operationTimeout=10s -Drdma.ring.transport.detectionWindow=2s -Drdma.ring.transport.request.timeout=10s}"
   printf 'TV_TABLES=%q\n' "$tables"
-  printf 'TV_QUERIES=%q\n' "${TPCDS_VERBS_QUERIES:-q3,q19,q42,q52,q55,q43,q53,q63,q89,q98}"
+  printf 'TV_QUERIES=%q\n' "$queries"
+  printf 'TV_EXPECTED=%q\n' "$expected_flag"
   printf 'TV_HDFS_SIZE=%q\n' "${TPCDS_VERBS_HDFS_SIZE:-5255533}"
   printf 'TV_HDFS_PREADS=%q\n' "${TPCDS_VERBS_HDFS_PREADS:-24}"
 } > "$work/plan.sh"
@@ -136,10 +158,10 @@ rc=${PIPESTATUS[0]}
 set -e
 log "VM run took $(( $(date +%s) - start )) s (boot included); exit status $rc; logs in $work/results"
 if [ "$rc" = 0 ] && grep -q '^tpcds-verbs: PASSED' "$work/run.log"; then
-  queries=$(grep -hc '^tpcds-verbs: q[0-9]* time = ' "$work/run.log" || true)
+  equal=$(grep -hc '^tpcds-verbs: driver-tpcds-rdma q[0-9]* rows=' "$work/run.log" || true)
   readback=$(grep -h '^verbs-hdfs: [0-9]* bytes' "$work/run.log" | tail -1 | sed 's/^verbs-hdfs: /HDFS read-back /' || true)
   echo "tpcds-verbs: PASSED: ${readback:-no HDFS read-back (TPCDS_VERBS_HDFS_SIZE=0)};" \
-    "$queries queries equal to the baseline; rxe (dev sent rcvd): $(paste -sd, "$work/results/rxe-delta" 2>/dev/null)"
+    "$equal queries equal to the baseline; rxe (dev sent rcvd): $(paste -sd, "$work/results/rxe-delta" 2>/dev/null)"
   exit 0
 fi
 echo "tpcds-verbs: FAILED: status $rc; $(grep -h '^tpcds-verbs: FAILED' "$work/run.log" | tail -1)"

@@ -48,6 +48,14 @@ public final class RingCluster implements AutoCloseable {
     static final int DATANODE_RDMA = 9880;
     /** The HDFS block size of the ring's files: small, so that a few MiB make a file of several blocks. */
     static final long BLOCK_SIZE = 1 << 20;
+    /**
+     * The SQL settings of every application on a ring with HDFS (before the application's own): scan splits of one
+     * block, so a table's scan is several tasks, each reading blocks of its own; joins that shuffle (no broadcast), into
+     * partitions AQE keeps, so a query's reduce stages are tasks on both executors. {@link TpcdsExpectedRows} plans with
+     * them too.
+     */
+    static final Map<String, String> SQL_OVER_HDFS = Map.of("spark.sql.files.maxPartitionBytes", String.valueOf(BLOCK_SIZE),
+            "spark.sql.autoBroadcastJoinThreshold", "-1", "spark.sql.shuffle.partitions", "8", "spark.sql.adaptive.coalescePartitions.enabled", "false");
     static final int HDFS_FILE = 5 * (1 << 20) + 12345;
     static final String RDMA_MANAGER = "io.rdmaplane.spark.RdmaShuffleManager";
     static final String SLF4J_QUIET = "-Dorg.slf4j.simpleLogger.log.org.apache.spark=warn -Dorg.slf4j.simpleLogger.log.org.sparkproject=warn"
@@ -288,13 +296,9 @@ public final class RingCluster implements AutoCloseable {
             conf.put("spark.hadoop.fs.defaultFS", "hdfs://" + ring.address(0) + ":" + NAMENODE_RPC);
             conf.put("spark.hadoop.dfs.replication", "2"); // a killed DataNode leaves a replica
             conf.put("spark.hadoop.dfs.blocksize", String.valueOf(BLOCK_SIZE));
-            // row groups and scan splits of one block: a table's scan is several tasks, each reading blocks of its own
+            // row groups of one block
             conf.put("spark.hadoop.parquet.block.size", String.valueOf(BLOCK_SIZE));
-            conf.put("spark.sql.files.maxPartitionBytes", String.valueOf(BLOCK_SIZE));
-            // joins shuffle (no broadcast), into partitions AQE keeps, so a query's reduce stages are tasks on both executors
-            conf.put("spark.sql.autoBroadcastJoinThreshold", "-1");
-            conf.put("spark.sql.shuffle.partitions", "8");
-            conf.put("spark.sql.adaptive.coalescePartitions.enabled", "false");
+            conf.putAll(SQL_OVER_HDFS);
             if (rdma) {
                 conf.put("spark.hadoop.dfs.client.replica.accessor.builder.classes", "io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder");
                 transport.forEach((k, v) -> conf.put("spark.hadoop.dfs.rdma." + k, v));

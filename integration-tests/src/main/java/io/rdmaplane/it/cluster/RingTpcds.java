@@ -79,12 +79,6 @@ final class RingTpcds {
             RingJob.end();
             sc.clearJobGroup();
         }
-        long hash = 0;
-        for (String row : rows) {
-            CRC32C crc = new CRC32C();
-            crc.update(row.getBytes(StandardCharsets.UTF_8));
-            hash += RingJob.mix(crc.getValue());
-        }
         long millis = (System.nanoTime() - t0) / 1_000_000;
         long[] m = metricsOf(sc, group);
         try {
@@ -94,8 +88,19 @@ final class RingTpcds {
         }
         String readers = new java.util.TreeMap<>(READERS.getOrDefault(group, Map.of())).entrySet().stream()
                 .map(e -> e.getKey() + ":" + e.getValue()).collect(java.util.stream.Collectors.joining(","));
-        RingJob.say("RING-TPCDS-RESULT " + name + " rows=" + rows.size() + " hash=" + Long.toHexString(hash) + " millis=" + millis + " remoteBlocks=" + m[0]
+        RingJob.say("RING-TPCDS-RESULT " + name + " rows=" + rows.size() + " hash=" + hash(rows) + " millis=" + millis + " remoteBlocks=" + m[0]
                 + " remoteBytes=" + m[1] + " inputBytes=" + m[2] + " localBlocks=" + m[3] + " readers=" + (readers.isEmpty() ? "none" : readers));
+    }
+
+    /** The order-free hash of {@code rows} that RING-TPCDS-RESULT prints: a lost or duplicated row changes it. */
+    static String hash(List<String> rows) {
+        long hash = 0;
+        for (String row : rows) {
+            CRC32C crc = new CRC32C();
+            crc.update(row.getBytes(StandardCharsets.UTF_8));
+            hash += RingJob.mix(crc.getValue());
+        }
+        return Long.toHexString(hash);
     }
 
     /**

@@ -22,7 +22,9 @@ import java.util.TreeSet;
  * sequentially and positioned through the client plug-in (what {@code hdfs-verbs.sh} proves, on this cluster);</li>
  * <li>the stock HDFS client puts the TPC-DS tables ({@link TpcdsTables}, Parquet files generated on the host:
  * {@code TABLES_DIR}) into HDFS;</li>
- * <li>the baseline application (Spark's sort shuffle over Netty, the stock HDFS reader over TCP) runs every query;</li>
+ * <li>the baseline application (Spark's sort shuffle over Netty, the stock HDFS reader over TCP) runs every query, or,
+ * with {@code -Drdma.tpcds.expected=DIR}, each query's rows are those {@link TpcdsExpectedRows} wrote there on the host
+ * (no baseline application and no stock client's read-back, and so no time ratio: what CI runs);</li>
  * <li>the RDMA application (RdmaShuffleManager, the HDFS client plug-in, both on the transport's provider) runs the
  * same queries over the same files.</li>
  * </ol>
@@ -46,7 +48,7 @@ public final class VerbsTpcdsRing {
     /** What the HDFS client ("fell back to TCP") and the shuffle ("falls back") log when they leave RDMA. */
     private static final java.util.regex.Pattern FALLBACK_LOG_LINE = java.util.regex.Pattern.compile("fell back|falls? back|declined");
     /** One reduce partition per executor: the emulated guest pays much for each task. */
-    private static final Map<String, String> SQL = Map.of("spark.sql.shuffle.partitions", "2", "spark.sql.adaptive.enabled", "true",
+    static final Map<String, String> SQL = Map.of("spark.sql.shuffle.partitions", "2", "spark.sql.adaptive.enabled", "true",
             "spark.sql.autoBroadcastJoinThreshold", "-1", "spark.sql.ansi.enabled", "false");
 
     private VerbsTpcdsRing() {
@@ -73,6 +75,7 @@ public final class VerbsTpcdsRing {
         String want = transport.get("provider");
         System.out.println("tpcds-verbs: hosts " + adopted.describe() + "; transport " + transport + "; queries " + queries
                 + " at scale " + TpcdsTables.SCALE);
+        String expected = System.getProperty("rdma.tpcds.expected");
         List<String> problems = new ArrayList<>();
         Map<String, long[]> times = new LinkedHashMap<>(); // query: {stock ms, rdma ms}
         long t0 = System.nanoTime();
@@ -83,10 +86,11 @@ public final class VerbsTpcdsRing {
             System.out.printf("tpcds-verbs: %sNameNode with %d DataNodes (RDMA block service RUNNING) after %d s%n",
                     queries.isEmpty() ? "" : "Master with " + cluster.workers + " Workers, ", cluster.workers, secondsSince(t0));
             if (hdfsSize > 0) {
-                VerbsHdfsRing.readBack(cluster, hdfsSize, hdfsPreads, want, problems);
+                // with the baseline's rows from the host, no baseline runs here: neither the stock client's read
+                VerbsHdfsRing.readBack(cluster, hdfsSize, hdfsPreads, want, problems, expected == null);
             }
             if (!queries.isEmpty()) {
-                runQueries(cluster, dir, tables, queries, want, problems, times);
+                runQueries(cluster, dir, tables, queries, expected == null ? null : Path.of(expected), want, problems, times);
             }
         } catch (RuntimeException | IOException e) {
             e.printStackTrace(System.out);
@@ -94,13 +98,13 @@ public final class VerbsTpcdsRing {
         }
         for (Map.Entry<String, long[]> e : times.entrySet()) {
             long[] t = e.getValue();
-            if (t[1] > 0) {
+            if (t[0] > 0 && t[1] > 0) {
                 System.out.printf("tpcds-verbs: %s: RDMA %.1f s, Netty+TCP %.1f s: RDMA/(Netty+TCP) %.2fx%n", e.getKey(), t[1] / 1e3,
                         t[0] / 1e3, (double) t[1] / t[0]);
             }
         }
         for (Map.Entry<String, long[]> e : times.entrySet()) {
-            if (e.getValue()[1] > 0) {
+            if (e.getValue()[0] > 0 && e.getValue()[1] > 0) {
                 System.out.printf("tpcds-verbs: %s time = %.2fx%n", e.getKey(), (double) e.getValue()[1] / e.getValue()[0]);
             }
         }
@@ -114,11 +118,12 @@ public final class VerbsTpcdsRing {
     }
 
     /**
-     * Puts the tables into HDFS, runs every query in the baseline application, then in the RDMA application, and checks
-     * rows, reports and DataNodes (into {@code problems}); each query's job times into {@code times}.
+     * Puts the tables into HDFS, runs every query in the baseline application (or, with {@code expectedRows}, takes its
+     * rows from there), then in the RDMA application, and checks rows, reports and DataNodes (into {@code problems}); each
+     * query's job times into {@code times} (0 for a baseline not run).
      */
-    private static void runQueries(RingCluster cluster, Path dir, Path tables, List<String> queries, String want, List<String> problems,
-            Map<String, long[]> times) throws IOException {
+    private static void runQueries(RingCluster cluster, Path dir, Path tables, List<String> queries, Path expectedRows, String want,
+            List<String> problems, Map<String, long[]> times) throws IOException {
         Path rows = Files.createDirectories(dir.resolve("rows"));
         long tPut = System.nanoTime();
         cluster.fsShellOk("tpcds-put", false, null, "-put", tables.toString(), BASE);
@@ -126,17 +131,28 @@ public final class VerbsTpcdsRing {
                 TpcdsTables.TABLES, bytesUnder(tables), BASE, secondsSince(tPut));
 
         Map<String, RingDriver.QueryResult> baseline = new LinkedHashMap<>();
-        long t1 = System.nanoTime();
-        try (RingDriver stock = cluster.submit("tpcds-stock", false, SQL)) {
-            System.out.printf("tpcds-verbs: baseline application (sort shuffle, stock HDFS reader) up in %d s%n", secondsSince(t1));
+        if (expectedRows != null) {
             for (String q : queries) {
-                RingDriver.QueryResult r = query(stock, q, rows.resolve("stock-" + q));
+                RingDriver.QueryResult r = TpcdsExpectedRows.read(expectedRows, q);
+                System.out.println("tpcds-verbs: baseline " + q + " rows=" + r.rows() + " hash=" + r.hash() + " (a local Spark's on the host, "
+                        + expectedRows + ")");
                 baseline.put(q, r);
-                times.put(q, new long[] {r.millis(), 0});
+                times.put(q, new long[] {0, 0});
+            }
+        } else {
+            long t1 = System.nanoTime();
+            try (RingDriver stock = cluster.submit("tpcds-stock", false, SQL)) {
+                System.out.printf("tpcds-verbs: baseline application (sort shuffle, stock HDFS reader) up in %d s%n", secondsSince(t1));
+                for (String q : queries) {
+                    RingDriver.QueryResult r = query(stock, q, rows.resolve("stock-" + q));
+                    baseline.put(q, r);
+                    times.put(q, new long[] {r.millis(), 0});
+                }
             }
         }
         long[] servedBefore = VerbsHdfsRing.served(cluster);
         long t2 = System.nanoTime();
+        long stopping;
         try (RingDriver rdma = cluster.submit("tpcds-rdma", true, SQL)) {
             System.out.printf("tpcds-verbs: RDMA application (RdmaShuffleManager, HDFS client plug-in, %s) up in %d s%n", want,
                     secondsSince(t2));
@@ -154,15 +170,21 @@ public final class VerbsTpcdsRing {
                             + " rows lost, " + lostAndDuplicated[1] + " duplicated)");
                 }
             }
-            checkReports(rdma.report(cluster.workers, Duration.ofMinutes(10)), cluster, remoteBlocks, want, problems);
+            long t3 = System.nanoTime();
+            RingDriver.Reports reports = rdma.report(cluster.workers, Duration.ofMinutes(10));
+            System.out.printf("tpcds-verbs: the RDMA application's reports in %d s%n", secondsSince(t3));
+            checkReports(reports, cluster, remoteBlocks, want, problems);
+            stopping = System.nanoTime();
         }
+        System.out.printf("tpcds-verbs: the RDMA application stopped in %d s%n", secondsSince(stopping));
         checkDataNodes(cluster, servedBefore, want, problems);
     }
 
     /** Runs query {@code q} in the application of {@code driver} ({@link RingTpcds}), its sorted rows into {@code out}. */
     private static RingDriver.QueryResult query(RingDriver driver, String q, Path out) {
+        long t0 = System.nanoTime();
         RingDriver.QueryResult r = driver.query(q, BASE, out, TpcdsTables.TABLES, null, null, QUERY_DEADLINE.multipliedBy(RingCluster.WAIT_SCALE));
-        System.out.println("tpcds-verbs: " + driver.process.name + " " + r);
+        System.out.println("tpcds-verbs: " + driver.process.name + " " + r + " (command to result " + secondsSince(t0) + " s)");
         if (r.failed()) {
             throw new IllegalStateException(driver.process.name + ": " + r.failure() + "\n" + driver.cluster.tails());
         }

@@ -11,6 +11,8 @@ import io.rdmaplane.rdma.provider.TransportException;
 import io.rdmaplane.rdma.provider.TransportProvider;
 import io.rdmaplane.spark.fetch.RdmaBlockStoreClient;
 import io.rdmaplane.spark.registry.ExecutorRegistry;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
@@ -372,7 +374,13 @@ public final class RdmaShuffleManager implements ShuffleManager {
         }
         synchronized (lock) {
             if (!runtimeTried) {
-                runtime = off == null && !stopped ? startRuntime() : null;
+                if (off == null && !stopped) {
+                    ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+                    long cpu = threads.getCurrentThreadCpuTime(); // -1 where unsupported: counted as 0
+                    long wall = System.nanoTime();
+                    runtime = startRuntime();
+                    metrics.started(System.nanoTime() - wall, cpu < 0 ? -1 : threads.getCurrentThreadCpuTime() - cpu);
+                }
                 runtimeTried = true;
             }
             return runtime;

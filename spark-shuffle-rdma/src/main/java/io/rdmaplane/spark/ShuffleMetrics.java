@@ -27,6 +27,13 @@ public final class ShuffleMetrics {
      * registering), summed over tasks: what the map side pays on top of Spark's own writer.
      */
     public static final String PUBLISH_MICROS = PREFIX + "publish.micros";
+    /**
+     * Microseconds this executor took to start its RDMA runtime (probing the provider, the data node, the registry
+     * round trip): on Spark 4 on a thread of its own while the first tasks run, so it competes with them for the CPU.
+     */
+    public static final String START_MICROS = PREFIX + "start.micros";
+    /** Of {@link #START_MICROS}, the CPU time of the starting thread (not of the threads it starts), in microseconds. */
+    public static final String START_CPU_MICROS = PREFIX + "start.cpu.micros";
     /** Map outputs not published because the registered-memory cap was reached (Netty serves them). */
     public static final String NOT_PUBLISHED_OVER_CAP = PREFIX + "notPublished.overCap";
     /** Map outputs not published for another reason (missing or short data file, a segment too big). */
@@ -68,6 +75,8 @@ public final class ShuffleMetrics {
     private final Counter publishedCopied;
     private final Counter publishedBytes;
     private final Counter publishMicros;
+    private final Counter startMicros;
+    private final Counter startCpuMicros;
     private final Counter notPublishedOverCap;
     private final Counter notPublishedFailed;
     private final Counter notPublishedStopped;
@@ -95,6 +104,8 @@ public final class ShuffleMetrics {
         publishedCopied = registry.counter(PUBLISHED_COPIED);
         publishedBytes = registry.counter(PUBLISHED_BYTES);
         publishMicros = registry.counter(PUBLISH_MICROS);
+        startMicros = registry.counter(START_MICROS);
+        startCpuMicros = registry.counter(START_CPU_MICROS);
         notPublishedOverCap = registry.counter(NOT_PUBLISHED_OVER_CAP);
         notPublishedFailed = registry.counter(NOT_PUBLISHED_FAILED);
         notPublishedStopped = registry.counter(NOT_PUBLISHED_STOPPED);
@@ -119,6 +130,12 @@ public final class ShuffleMetrics {
 
     public Counter publishMicros() {
         return publishMicros;
+    }
+
+    /** Counts a runtime start's wall and CPU time ({@link #START_MICROS}, {@link #START_CPU_MICROS}). */
+    public void started(long wallNanos, long cpuNanos) {
+        startMicros.inc(wallNanos / 1000);
+        startCpuMicros.inc(Math.max(0, cpuNanos) / 1000);
     }
 
     public Counter publishedMaps() {

@@ -62,6 +62,10 @@ class LocalClusterRdmaTest {
                 // tcp registers the data files' mappings (mapOutput.mapFiles, on by default): no map output is copied
                 assertEquals(r.get(ShuffleMetrics.PUBLISHED_MAPS), r.get(ShuffleMetrics.PUBLISHED_MAPPED), "every map output mapped: " + r);
                 assertEquals("0", r.get(ShuffleMetrics.PUBLISHED_COPIED), "no map output copied: " + r);
+                // the runtime's start is timed: wall time, and the starting thread's CPU within it
+                long startMicros = Long.parseLong(r.get(ShuffleMetrics.START_MICROS));
+                long startCpuMicros = Long.parseLong(r.get(ShuffleMetrics.START_CPU_MICROS));
+                assertTrue(startMicros > 0 && startCpuMicros > 0, "the runtime's start counted: " + r);
                 rdmaBlocks += rdmaBlocks(r);
             }
             assertTrue(rdmaBlocks > 0, "blocks were fetched by RDMA READ: " + reports);

@@ -12,6 +12,7 @@ import io.rdmaplane.it.shuffle.ShuffleTaskListener.Totals;
 import io.rdmaplane.it.shuffle.ShuffleWorkload;
 import io.rdmaplane.it.shuffle.ShuffleWorkload.Outcome;
 import io.rdmaplane.it.shuffle.SparkLocalCluster;
+import io.rdmaplane.spark.ShuffleMetrics;
 import java.util.Locale;
 import java.util.Map;
 
@@ -77,6 +78,7 @@ public final class SparkShuffleDemo {
                 .row("  map tasks: run / CPU / GC", mapTasks(a.mapTasks()), mapTasks(b.mapTasks()))
                 .row("  map tasks: write / publish", seconds(a.mapTasks().writeMs() / 1e3) + " / " + publishSeconds(rdma),
                         seconds(b.mapTasks().writeMs() / 1e3) + " / -")
+                .row("  executors' RDMA start: wall / CPU", startSeconds(rdma), "-")
                 .row("shuffle written", mib(a.bytesWritten()) + ", " + count(a.recordsWritten()) + " rec",
                         mib(b.bytesWritten()) + ", " + count(b.recordsWritten()) + " rec")
                 .row("shuffle read remote", mib(a.remoteBytesRead()) + ", " + count(a.remoteBlocks()) + " blocks",
@@ -105,6 +107,16 @@ public final class SparkShuffleDemo {
     static String publishSeconds(Outcome o) {
         long micros = ShuffleReport.sum(o.executors(), "publish.micros");
         return micros < 0 ? "-" : seconds(micros / 1e6);
+    }
+
+    /**
+     * The executors' RDMA runtime starts, summed: wall time, and the starting threads' CPU time (on Spark 4 taken while
+     * the first map tasks run, from the same cores).
+     */
+    static String startSeconds(Outcome o) {
+        long wall = ShuffleReport.sum(o.executors(), ShuffleMetrics.START_MICROS);
+        long cpu = ShuffleReport.sum(o.executors(), ShuffleMetrics.START_CPU_MICROS);
+        return wall < 0 ? "-" : seconds(wall / 1e6) + " / " + (cpu < 0 ? "-" : seconds(cpu / 1e6));
     }
 
     static String bytesCounter(Outcome o, String suffix) {

@@ -34,8 +34,8 @@
 # devices moved packets, rxe0 and rxe1 did not, and host1's device received at least one packet per RoCE MTU
 # (its active_mtu: 1024 bytes at run.sh's default veth MTU, 4096 with --mtu 9000) of the read-back's file. Prints per query the job-time ratio RDMA/(Netty+TCP) of this run,
 # the lines "tpcds-verbs: qN time = X.XXx" and "verbs-hdfs: warm-read-time plug-in/stock = X.XXx" (the
-# read-back's file read sequentially once more by its client and by a stock client; printed, not asserted),
-# and one line "tpcds-verbs: PASSED|FAILED: ..."; exits non-zero when a check failed or the VM failed.
+# read-back's file read sequentially once more by its client and by a stock client; printed, not asserted; neither
+# with TPCDS_VERBS_BASELINE=host), and one line "tpcds-verbs: PASSED|FAILED: ..."; exits non-zero when a check failed or the VM failed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -29,10 +29,11 @@ import org.apache.spark.sql.SparkSession;
  * <li>{@code tpcds-query NAME BASE OUT TABLE...}: runs TPC-DS query NAME over the tables under {@code BASE} (their
  * views registered once per application), writes its rows, sorted, to the local file {@code OUT} and prints
  * {@code RING-TPCDS-RESULT NAME rows=.. hash=.. millis=.. remoteBlocks=.. remoteBytes=.. inputBytes=.. localBlocks=..
- * readers=EXECUTOR:TASKS,..}: the row count, an order-free hash of the rows (a lost or duplicated row changes count or
- * hash), the job time and what Spark's task metrics counted for the query's jobs (shuffle blocks fetched from other
- * executors, bytes read from the filesystem, shuffle blocks read from the task's own executor, and the tasks that read
- * shuffle blocks by the executor that ran them); {@code RING-FAILED NAME why} when it fails. While it runs, {@link RingJob}'s listener announces
+ * readers=EXECUTOR:TASKS,.. setupMillis=.. afterMillis=..}: the row count, an order-free hash of the rows (a lost or
+ * duplicated row changes count or hash), the job time and what Spark's task metrics counted for the query's jobs
+ * (shuffle blocks fetched from other executors, bytes read from the filesystem, shuffle blocks read from the task's own
+ * executor, and the tasks that read shuffle blocks by the executor that ran them), and the time before the query (the
+ * session and, the first time, the views) and after it (its jobs' metrics, its rows written); {@code RING-FAILED NAME why} when it fails. While it runs, {@link RingJob}'s listener announces
  * {@code RING-READING NAME} (its first task done: the scans read the filesystem) and {@code RING-REDUCING NAME} (its
  * first stage reading shuffle output submitted): the moments the ring injects a fault.</li>
  * </ul>
@@ -63,6 +64,7 @@ final class RingTpcds {
     }
 
     static void query(JavaSparkContext sc, String name, String base, Path out, List<String> tables) {
+        long setup = System.nanoTime();
         SparkSession spark = session(sc);
         if (VIEWS.add(base)) {
             TpcdsTables.registerViews(spark, base, tables);
@@ -70,6 +72,7 @@ final class RingTpcds {
         String group = "tpcds-" + name + "-" + System.nanoTime();
         sc.setJobGroup(group, "TPC-DS " + name, false);
         long t0 = System.nanoTime();
+        long setupMillis = (t0 - setup) / 1_000_000;
         List<String> rows;
         RingJob.begin(name);
         try {
@@ -80,16 +83,18 @@ final class RingTpcds {
             sc.clearJobGroup();
         }
         long millis = (System.nanoTime() - t0) / 1_000_000;
+        long after = System.nanoTime();
         long[] m = metricsOf(sc, group);
         try {
             Files.write(out, rows);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+        long afterMillis = (System.nanoTime() - after) / 1_000_000;
         String readers = new java.util.TreeMap<>(READERS.getOrDefault(group, Map.of())).entrySet().stream()
                 .map(e -> e.getKey() + ":" + e.getValue()).collect(java.util.stream.Collectors.joining(","));
         RingJob.say("RING-TPCDS-RESULT " + name + " rows=" + rows.size() + " hash=" + hash(rows) + " millis=" + millis + " remoteBlocks=" + m[0]
-                + " remoteBytes=" + m[1] + " inputBytes=" + m[2] + " localBlocks=" + m[3] + " readers=" + (readers.isEmpty() ? "none" : readers));
+                + " remoteBytes=" + m[1] + " inputBytes=" + m[2] + " localBlocks=" + m[3] + " readers=" + (readers.isEmpty() ? "none" : readers) + " setupMillis=" + setupMillis + " afterMillis=" + afterMillis);
     }
 
     /** The order-free hash of {@code rows} that RING-TPCDS-RESULT prints: a lost or duplicated row changes it. */

@@ -379,7 +379,7 @@ public final class RdmaShuffleManager implements ShuffleManager {
                     long cpu = threads.getCurrentThreadCpuTime(); // -1 where unsupported: counted as 0
                     long wall = System.nanoTime();
                     runtime = startRuntime();
-                    metrics.started(System.nanoTime() - wall, cpu < 0 ? -1 : threads.getCurrentThreadCpuTime() - cpu);
+                    metrics.started(System.nanoTime() - wall, cpu < 0 ? 0 : threads.getCurrentThreadCpuTime() - cpu);
                 }
                 runtimeTried = true;
             }

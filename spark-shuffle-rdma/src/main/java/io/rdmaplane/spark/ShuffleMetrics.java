@@ -135,7 +135,7 @@ public final class ShuffleMetrics {
     /** Counts a runtime start's wall and CPU time ({@link #START_MICROS}, {@link #START_CPU_MICROS}). */
     public void started(long wallNanos, long cpuNanos) {
         startMicros.inc(wallNanos / 1000);
-        startCpuMicros.inc(Math.max(0, cpuNanos) / 1000);
+        startCpuMicros.inc(cpuNanos / 1000);
     }
 
     public Counter publishedMaps() {

@@ -28,8 +28,7 @@ public final class TpcdsExpectedRows {
         Path tables = Path.of(args[0]).toAbsolutePath();
         List<String> queries = List.of(args[1].split(","));
         Path out = Files.createDirectories(Path.of(args[2]).toAbsolutePath());
-        SparkSession.Builder builder = SparkSession.builder().master("local[2]").appName("tpcds-expected").config("spark.ui.enabled", "false")
-                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1");
+        SparkSession.Builder builder = TpcdsTables.localSpark("tpcds-expected");
         RingCluster.SQL_OVER_HDFS.forEach(builder::config);
         VerbsTpcdsRing.SQL.forEach(builder::config); // after: the application's own settings win, as in RingCluster.submitArgs
         SparkSession spark = builder.getOrCreate();

@@ -55,8 +55,7 @@ public final class TpcdsTables {
         }
         java.nio.file.Path out = java.nio.file.Path.of(args[0]).toAbsolutePath();
         long t0 = System.nanoTime();
-        SparkSession spark = SparkSession.builder().master("local[2]").appName("tpcds-tables").config("spark.ui.enabled", "false")
-                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate();
+        SparkSession spark = localSpark("tpcds-tables").getOrCreate();
         try {
             writeParquet(spark, out.toUri().toString(), TABLES);
         } finally {
@@ -65,6 +64,12 @@ public final class TpcdsTables {
         java.nio.file.Files.writeString(out.resolve("COMPLETE"), TABLES + " at scale " + SCALE + "\n");
         System.out.printf("tpcds-tables: %s at scale %s written as Parquet under %s in %.1f s%n", TABLES, SCALE, out,
                 (System.nanoTime() - t0) / 1e9);
+    }
+
+    /** A local Spark on the host (no cluster, no UI, on loopback), for what the ring's tables and rows need there. */
+    static SparkSession.Builder localSpark(String appName) {
+        return SparkSession.builder().master("local[2]").appName(appName).config("spark.ui.enabled", "false")
+                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1");
     }
 
     /** The Spark type of a generator column type. */

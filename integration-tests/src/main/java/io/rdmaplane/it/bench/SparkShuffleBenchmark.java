@@ -16,7 +16,7 @@ import java.util.function.ToDoubleFunction;
  * The RDMA shuffle manager against Spark's sort shuffle (Netty) on a larger shuffle, measured in
  * one run: the {@link ShuffleWorkload} job in a {@code local-cluster[2,1,<MiB>]} application,
  * a fresh application per run, the two managers alternating (A B, then B A, ...), for
- * {@code rounds} rounds. Prints every run, the medians of job time and fetch wait (summed over
+ * {@code rounds} rounds, after an untimed small application that warms the driver JVM. Prints every run, the medians of job time and fetch wait (summed over
  * reduce tasks) for both, and the ratios RDMA/Netty next to the goals (fetch wait at most 0.8x,
  * job time at most 1.0x). A benchmark, not a test: it asserts no time, but it exits with status 1
  * when any run's result differs from the others.
@@ -64,6 +64,7 @@ public final class SparkShuffleBenchmark {
                 rdmaSettings.containsKey("spark.shuffle.rdma.mapOutput.capacity")
                         ? ", spark.shuffle.rdma.mapOutput.capacity=" + rdmaSettings.get("spark.shuffle.rdma.mapOutput.capacity") : "");
 
+        workload.warmUpDriver(workers, common);
         List<Outcome> rdma = new ArrayList<>();
         List<Outcome> netty = new ArrayList<>();
         ShuffleWorkload.Digest expected = null;
@@ -74,10 +75,10 @@ public final class SparkShuffleBenchmark {
                 Outcome o = workload.run(SparkLocalCluster.conf("shuffle-bench-" + (rdmaTurn ? "rdma" : "netty") + "-" + round,
                         workers, workerMiB, workerMiB + "m", m, rdmaTurn ? rdmaSettings : common, executorJvm), workers);
                 (rdmaTurn ? rdma : netty).add(o);
-                System.out.printf(Locale.ROOT, "round %d %-20s job %7.2f s (map %6.2f s, reduce %6.2f s)  fetch wait %6d ms"
-                                + "  read %s remote + %s local  written %s  failed tasks %d%s%n",
+                System.out.printf(Locale.ROOT, "round %d %-20s job %7.2f s (map %6.2f s, reduce %6.2f s, outside them %5.2f s)"
+                                + "  fetch wait %6d ms  read %s remote + %s local  written %s  failed tasks %d%s%n",
                         round + 1, name(m), o.jobSeconds(), o.metrics().mapStageMs() / 1e3, o.metrics().reduceStageMs() / 1e3,
-                        o.metrics().fetchWaitMs(),
+                        outsideStages(o), o.metrics().fetchWaitMs(),
                         ShuffleReport.mib(o.metrics().remoteBytesRead()), ShuffleReport.mib(o.metrics().localBytesRead()),
                         ShuffleReport.mib(o.metrics().bytesWritten()), o.metrics().failedTasks(), rdmaTurn ? rdmaCounters(o) : "");
                 if (expected == null) {
@@ -96,6 +97,8 @@ public final class SparkShuffleBenchmark {
         double nettyMap = median(netty, o -> o.metrics().mapStageMs() / 1e3);
         double rdmaReduce = median(rdma, o -> o.metrics().reduceStageMs() / 1e3);
         double nettyReduce = median(netty, o -> o.metrics().reduceStageMs() / 1e3);
+        double rdmaOutside = median(rdma, SparkShuffleBenchmark::outsideStages);
+        double nettyOutside = median(netty, SparkShuffleBenchmark::outsideStages);
         // where the map stage's time goes, summed over its tasks (as the main job's table shows it)
         double rdmaMapCpu = median(rdma, o -> o.metrics().mapTasks().cpuMs() / 1e3);
         double nettyMapCpu = median(netty, o -> o.metrics().mapTasks().cpuMs() / 1e3);
@@ -107,6 +110,7 @@ public final class SparkShuffleBenchmark {
                 .row("job time", fmt("%.2f s", rdmaJob), fmt("%.2f s", nettyJob), ShuffleReport.ratio(rdmaJob, nettyJob), "<= 1.00x")
                 .row("  map stage", fmt("%.2f s", rdmaMap), fmt("%.2f s", nettyMap), ShuffleReport.ratio(rdmaMap, nettyMap), "")
                 .row("  reduce stage", fmt("%.2f s", rdmaReduce), fmt("%.2f s", nettyReduce), ShuffleReport.ratio(rdmaReduce, nettyReduce), "")
+                .row("  outside the stages", fmt("%.2f s", rdmaOutside), fmt("%.2f s", nettyOutside), ShuffleReport.ratio(rdmaOutside, nettyOutside), "")
                 .row("  map tasks' CPU (sum)", fmt("%.2f s", rdmaMapCpu), fmt("%.2f s", nettyMapCpu), ShuffleReport.ratio(rdmaMapCpu, nettyMapCpu), "")
                 .row("  map tasks' shuffle write (sum)", fmt("%.2f s", rdmaWrite), fmt("%.2f s", nettyWrite),
                         ShuffleReport.ratio(rdmaWrite, nettyWrite), "")
@@ -126,6 +130,11 @@ public final class SparkShuffleBenchmark {
                 + ", registrations " + ShuffleReport.registrations(o.executors())
                 + ", fallbacks fetch/shuffle/app " + ShuffleReport.counter(o.executors(), "fallback.fetch") + "/"
                 + ShuffleReport.counter(o.executors(), "fallback.shuffle") + "/" + ShuffleReport.counter(o.executors(), "fallback.app");
+    }
+
+    /** The driver's job time outside both stages: building the job, scheduling between the stages, returning the result. */
+    static double outsideStages(Outcome o) {
+        return o.jobSeconds() - (o.metrics().mapStageMs() + o.metrics().reduceStageMs()) / 1e3;
     }
 
     static double median(List<Outcome> outcomes, ToDoubleFunction<Outcome> metric) {

@@ -44,10 +44,7 @@ public final class SparkShuffleDemo {
                         + " (%s, %d-byte values), %d map tasks -> %d reduce partitions%n",
                 workers, count(workload.records()), mib(workload.bytes()), workload.valueBytes(), workload.maps(),
                 workload.partitions());
-        // An untimed small application first: the first one in this (driver) JVM is slower whatever its shuffle
-        // (sort against sort without it: 1.15x and 1.29x), which would count against whichever runs first.
-        new ShuffleWorkload(16 << 20, workload.valueBytes(), workload.maps(), workload.partitions(), workload.seed())
-                .run(SparkLocalCluster.conf("shuffle-demo-warm-up", workers, 1024, "1g", SparkLocalCluster.SORT_MANAGER, extra, ""), workers);
+        workload.warmUpDriver(workers, extra);
         Outcome rdma = workload.run(SparkLocalCluster.conf("shuffle-demo-rdma", workers, 1024, "1g", manager, extra, ""), workers);
         Outcome netty = workload.run(SparkLocalCluster.conf("shuffle-demo-netty", workers, 1024, "1g",
                 SparkLocalCluster.SORT_MANAGER, extra, ""), workers);
@@ -75,6 +72,7 @@ public final class SparkShuffleDemo {
                 .row("job wall time", seconds(rdma.jobSeconds()), seconds(netty.jobSeconds()))
                 .row("  map stage / reduce stage", seconds(a.mapStageMs() / 1e3) + " / " + seconds(a.reduceStageMs() / 1e3),
                         seconds(b.mapStageMs() / 1e3) + " / " + seconds(b.reduceStageMs() / 1e3))
+                .row("  outside the stages: before / between / after / driver", gaps(rdma), gaps(netty))
                 .row("  map tasks: run / CPU / GC", mapTasks(a.mapTasks()), mapTasks(b.mapTasks()))
                 .row("  map tasks: write / publish", seconds(a.mapTasks().writeMs() / 1e3) + " / " + publishSeconds(rdma),
                         seconds(b.mapTasks().writeMs() / 1e3) + " / -")
@@ -96,6 +94,18 @@ public final class SparkShuffleDemo {
                 .row("failed tasks", count(a.failedTasks()), count(b.failedTasks()))
                 .row("result", rdma.digest().toString(), equal ? "equal" : "DIFFERENT: " + netty.digest())
                 .render();
+    }
+
+    /**
+     * The job's time outside its stages: from the job's start to its first stage (on the driver's scheduler
+     * clock), between the stages, after the last one; then the driver's wall time outside the job's own (building
+     * it before its start event, taking its result after its end).
+     */
+    static String gaps(Outcome o) {
+        ShuffleTaskListener.Gaps g = o.metrics().gaps();
+        double driver = Math.max(0, o.jobSeconds() - g.jobsMs() / 1e3);
+        return seconds(g.beforeMs() / 1e3) + " / " + seconds(g.betweenMs() / 1e3) + " / " + seconds(g.afterMs() / 1e3)
+                + " / " + seconds(driver);
     }
 
     /** Sums over the map tasks: run time, and of it CPU and GC time. */

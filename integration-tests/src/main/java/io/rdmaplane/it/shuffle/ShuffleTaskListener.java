@@ -23,9 +23,20 @@ public final class ShuffleTaskListener extends SparkListener {
     /** Sums over the tasks of every job so far. */
     public record Totals(long bytesWritten, long recordsWritten, long remoteBytesRead, long localBytesRead,
                          long fetchWaitMs, long recordsRead, long remoteBlocks, long localBlocks, long failedTasks,
-                         long mapStageMs, long reduceStageMs, MapTasks mapTasks) {
+                         long mapStageMs, long reduceStageMs, MapTasks mapTasks, Gaps gaps) {
         public long bytesRead() {
             return remoteBytesRead + localBytesRead;
+        }
+    }
+
+    /**
+     * The jobs' time outside their stages, in milliseconds, from the driver's scheduler clock: from a job's
+     * start to its first stage's submission, between one stage's completion and the next one's submission,
+     * and from its last stage's completion to the job's end; {@code jobsMs}: from start to end. Summed over jobs.
+     */
+    public record Gaps(long beforeMs, long betweenMs, long afterMs, long jobsMs) {
+        public long totalMs() {
+            return beforeMs + betweenMs + afterMs;
         }
     }
 
@@ -49,6 +60,13 @@ public final class ShuffleTaskListener extends SparkListener {
     private long mapWriteNanos;
     private int jobsStarted;
     private int jobsEnded;
+    // the running job's timeline (jobs here run one at a time)
+    private long jobStartMs;
+    private long lastStageEndMs;
+    private long beforeMs;
+    private long betweenMs;
+    private long afterMs;
+    private long jobsMs;
 
     @Override
     public synchronized void onTaskEnd(SparkListenerTaskEnd end) {
@@ -84,7 +102,14 @@ public final class ShuffleTaskListener extends SparkListener {
         if (stage.submissionTime().isEmpty() || stage.completionTime().isEmpty()) {
             return;
         }
-        long ms = (Long) stage.completionTime().get() - (Long) stage.submissionTime().get();
+        long submitted = (Long) stage.submissionTime().get();
+        long ms = (Long) stage.completionTime().get() - submitted;
+        if (lastStageEndMs == 0) {
+            beforeMs += Math.max(0, submitted - jobStartMs);
+        } else {
+            betweenMs += Math.max(0, submitted - lastStageEndMs);
+        }
+        lastStageEndMs = (Long) stage.completionTime().get();
         if (stage.taskMetrics() != null && stage.taskMetrics().shuffleWriteMetrics().bytesWritten() > 0) {
             mapStageMs += ms;
         } else {
@@ -95,11 +120,17 @@ public final class ShuffleTaskListener extends SparkListener {
     @Override
     public synchronized void onJobStart(SparkListenerJobStart start) {
         jobsStarted++;
+        jobStartMs = start.time();
+        lastStageEndMs = 0;
     }
 
     @Override
     public synchronized void onJobEnd(SparkListenerJobEnd end) {
         jobsEnded++;
+        jobsMs += Math.max(0, end.time() - jobStartMs);
+        if (lastStageEndMs != 0) {
+            afterMs += Math.max(0, end.time() - lastStageEndMs);
+        }
         notifyAll();
     }
 
@@ -121,6 +152,7 @@ public final class ShuffleTaskListener extends SparkListener {
         }
         return new Totals(bytesWritten, recordsWritten, remoteBytesRead, localBytesRead, fetchWaitMs, recordsRead,
                 remoteBlocks, localBlocks, failedTasks, mapStageMs, reduceStageMs,
-                new MapTasks(mapRunMs, mapCpuNanos / 1_000_000, mapGcMs, mapWriteNanos / 1_000_000));
+                new MapTasks(mapRunMs, mapCpuNanos / 1_000_000, mapGcMs, mapWriteNanos / 1_000_000),
+                new Gaps(beforeMs, betweenMs, afterMs, jobsMs));
     }
 }

@@ -11,11 +11,12 @@
 #
 # NAME=VALUE arguments go to the benchmark ahead of the VM's defaults, so they replace them. The
 # defaults bound the run under TCG (the guest is 25-50x slower than the host; rxe moves 7-40 MB/s):
-# seconds=0.5 per sweep point and depths 1..16 (maxDepth=16: at depth 64 one 8 MiB point alone
-# queues 512 MiB), rounds=300 control round trips per shape, bursts=1 (64 x 8 MiB READs), peers=4 and
+# seconds=0.5 per sweep point, depths 1..64 as on the host (at depth 64 one 8 MiB point alone queues
+# 512 MiB of the guest's 3072; one whole run took 283 s in the guest at host load 2-3 on
+# 2026-12-07), rounds=300 control round trips per shape, bursts=1 (64 x 8 MiB READs), peers=4 and
 # fanSeconds=1 (with 8 peers, 16 x 1 MiB deep each, a fan-in READ ended in RETRY_EXCEEDED at host
 # load 17-25), and the policy timeouts the other VM scripts use (detectionWindowMs=2000 requestTimeoutMs=10000).
-# The whole curve: maxDepth=64 seconds=1 rounds=2000 bursts=3 peers=8 fanSeconds=1.5 (and --timeout to match).
+# Longer: seconds=1 rounds=2000 bursts=3 peers=8 fanSeconds=1.5 (and --timeout to match); shorter: maxDepth=16.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -24,7 +25,7 @@ RDMA_VM_PROG=bench-load-shapes
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-VM_DEFAULTS=(seconds=0.5 maxDepth=16 rounds=300 bursts=1 peers=4 fanSeconds=1 detectionWindowMs=2000 requestTimeoutMs=10000)
+VM_DEFAULTS=(seconds=0.5 maxDepth=64 rounds=300 bursts=1 peers=4 fanSeconds=1 detectionWindowMs=2000 requestTimeoutMs=10000)
 
 # ---------------------------------------------------------------- inside the VM
 if [ "${1:-}" = --in-vm ]; then

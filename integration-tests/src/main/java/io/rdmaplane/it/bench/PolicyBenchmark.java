@@ -6,6 +6,7 @@ import io.rdmaplane.rdma.policy.PolicyClient;
 import io.rdmaplane.rdma.policy.PolicyMetrics;
 import io.rdmaplane.rdma.policy.PolicyOptions;
 import io.rdmaplane.rdma.policy.PolicyServer;
+import io.rdmaplane.rdma.policy.ReadGrants;
 import io.rdmaplane.rdma.policy.RemoteBlock;
 import io.rdmaplane.rdma.provider.Access;
 import io.rdmaplane.rdma.provider.MemoryRegion;
@@ -240,10 +241,13 @@ public final class PolicyBenchmark {
                 memory.putLong(random.nextLong());
             }
             MemoryRegion region = serverNode.register(memory.flip());
-            server.grants(client.instance(serverNode.localAddress())).grant(region.rkey()); // handed out without a request: granted here
+            // Handed out without a request, so granted here, as a server's answer grants it: the key may be one
+            // made for this peer (a key domain on verbs), not the region's own rkey, which then READs nothing.
+            int rkey = server.grants(client.instance(serverNode.localAddress())).grant(region, Long.MAX_VALUE);
+            ReadGrants.takeUnsettled().get(60, TimeUnit.SECONDS); // a bind to a data channel already there
             CRC32C crc = new CRC32C();
             crc.update(region.buffer());
-            return new RemoteBlock(region.address(), region.rkey(), size, (int) crc.getValue());
+            return new RemoteBlock(region.address(), rkey, size, (int) crc.getValue());
         }
 
         MemoryRegion landing(int size) throws Exception {

@@ -16,9 +16,9 @@ import java.util.function.ToDoubleFunction;
  * The RDMA shuffle manager against Spark's sort shuffle (Netty) on a larger shuffle, measured in
  * one run: the {@link ShuffleWorkload} job in a {@code local-cluster[2,1,<MiB>]} application,
  * a fresh application per run, the two managers alternating (A B, then B A, ...), for
- * {@code rounds} rounds, after an untimed small application that warms the driver JVM. Prints every run, the medians of job time and fetch wait (summed over
- * reduce tasks) for both, and the ratios RDMA/Netty next to the goals (fetch wait at most 0.8x,
- * job time at most 1.0x). A benchmark, not a test: it asserts no time, but it exits with status 1
+ * {@code rounds} rounds, after an untimed small application that warms the driver JVM. Prints every
+ * run, the medians of job time and fetch wait (summed over reduce tasks) for both, and the ratios
+ * RDMA/Netty next to the goals (fetch wait at most 0.8x, job time at most 1.0x). A benchmark, not a test: it asserts no time, but it exits with status 1
  * when any run's result differs from the others.
  *
  * <p>Arguments (all optional): {@code size=2g rounds=3 value=1000 maps=<size/64m> partitions=<maps>

@@ -15,9 +15,9 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
  * Sums the shuffle metrics Spark reports for every finished task (what the Spark UI shows):
  * bytes and records written, remote and local bytes read, fetch wait time, records read, plus
  * tasks that did not succeed, and where the map side's time went (run, CPU, GC and shuffle-write
- * time of the tasks that wrote shuffle output). Listener events arrive asynchronously, in order; a
- * job's task-end events come before its job-end event, so {@link #awaitTotals()} waits for the job
- * ends.
+ * time of the tasks that wrote shuffle output), and the jobs' time outside their stages ({@link Gaps}).
+ * Listener events arrive asynchronously, in order; a job's task-end events come before its job-end
+ * event, so {@link #awaitTotals()} waits for the job ends.
  */
 public final class ShuffleTaskListener extends SparkListener {
     /** Sums over the tasks of every job so far. */
@@ -34,11 +34,7 @@ public final class ShuffleTaskListener extends SparkListener {
      * start to its first stage's submission, between one stage's completion and the next one's submission,
      * and from its last stage's completion to the job's end; {@code jobsMs}: from start to end. Summed over jobs.
      */
-    public record Gaps(long beforeMs, long betweenMs, long afterMs, long jobsMs) {
-        public long totalMs() {
-            return beforeMs + betweenMs + afterMs;
-        }
-    }
+    public record Gaps(long beforeMs, long betweenMs, long afterMs, long jobsMs) { }
 
     /** Sums over the tasks that wrote shuffle output, in milliseconds: their run time and, of it, CPU, GC and Spark's shuffle-write time. */
     public record MapTasks(long runMs, long cpuMs, long gcMs, long writeMs) { }

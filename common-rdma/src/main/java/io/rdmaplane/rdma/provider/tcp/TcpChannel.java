@@ -407,6 +407,7 @@ final class TcpChannel extends AbstractChannel {
                     break;
                 }
                 bytesThisTurn += n;
+                loop.moved(n);
                 heard();
                 if (payload != null && !payload.hasRemaining()) {
                     onPayload();
@@ -690,6 +691,7 @@ final class TcpChannel extends AbstractChannel {
                     unpin(pinned);
                 }
                 if (written > 0) {
+                    loop.moved(written);
                     progress();
                     lastDrained = System.nanoTime();
                 }

@@ -71,10 +71,10 @@ public final class TcpNode implements Node {
         this.options = options;
         this.name = "rdma-tcp-node-" + NODE_IDS.incrementAndGet();
         long tickMillis = Math.max(5, Math.min(50, options.operationTimeout().toMillis() / 4));
-        this.controlLoop = new TcpLoop(this, Lane.CONTROL, tickMillis);
+        this.controlLoop = new TcpLoop(this, Lane.CONTROL, tickMillis, null);
         TcpLoop bulk;
         try {
-            bulk = new TcpLoop(this, Lane.BULK, tickMillis);
+            bulk = new TcpLoop(this, Lane.BULK, tickMillis, controlLoop);
         } catch (TransportException e) {
             closeQuietly(controlLoop.selector());
             throw e;

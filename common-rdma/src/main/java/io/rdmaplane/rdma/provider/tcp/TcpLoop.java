@@ -43,7 +43,7 @@ final class TcpLoop {
     private final ArrayDeque<TcpChannel> toFlush = new ArrayDeque<>(); // loop thread only
     private boolean crowded; // loop thread only
     private boolean givingWay; // loop thread only
-    private long movedSinceYield; // loop thread only
+    private long movedSinceYield; // loop thread only; bulk loops only
     /** The control loop a bulk loop gives way to; null on a control loop. */
     private final TcpLoop control;
     /** When this loop last had socket events (written by its thread, read by the bulk loop). */
@@ -115,9 +115,11 @@ final class TcpLoop {
         return crowded || givingWay ? CROWDED_TURN_BYTES : ALONE_TURN_BYTES;
     }
 
-    /** Counts bytes a channel of this loop read or wrote. */
+    /** Bytes a channel of this loop read or wrote: a bulk loop counts them toward its next yield. */
     void moved(long bytes) {
-        movedSinceYield += bytes;
+        if (control != null) {
+            movedSinceYield += bytes;
+        }
     }
 
     boolean inLoop() {

@@ -195,7 +195,7 @@ final class TcpLoop {
      * bulk loop yields the CPU after every {@value #CROWDED_TURN_BYTES} bytes it moves, and while
      * its control loop is busy it moves no more than that per turn: a woken control loop waits for
      * one short turn, not a slice. On 2 cores, the control p99 under saturating bulk READs was at
-     * most 0.46 ms in 9 of 14 runs of the Load shape and Policy benchmarks, against 2 of 22 runs
+     * most 0.46 ms in 9 of 17 runs of the Load shape and Policy benchmarks, against 2 of 22 runs
      * under 1 ms before. The yields cost no bulk throughput there; the short turns do, and only
      * while control messages flow (control at full rate left bulk a quarter to half of its rate).
      */

@@ -22,9 +22,7 @@
 #   TPCDS_VERBS_BASELINE (default vm: the sort-shuffle application in the guest, timed; host: rows from the host, see 3.),
 #   TPCDS_VERBS_TIMEOUT (default 2400 s): the VM command's limit
 #   TPCDS_VERBS_HDFS_SIZE (default 5255533: 6 blocks of 1 MiB, the last one partial; 0: no read-back),
-#   TPCDS_VERBS_HDFS_PREADS (default 24),
-#   TPCDS_VERBS_CDS (default 1: the guest's JVMs map class-data sharing archives a training run of the same ring on
-#      this host recorded, integration-tests/target/tpcds-verbs/cds; 0: none)
+#   TPCDS_VERBS_HDFS_PREADS (default 24)
 #
 # Checks (VerbsTpcdsRing): the read-back's bytes equal, the DataNodes served it over verbs, refusing none, the
 # client fell back never; each query gives the baseline's rows (sorted); every executor on verbs published map
@@ -56,16 +54,14 @@ if [ "${1:-}" = --in-vm ]; then
   mkdir -p "$out"
   [ "${RDMA_VM_HOSTS:-0}" -ge 3 ] || { log "needs run.sh --hosts 3 (RDMA_VM_HOSTS=${RDMA_VM_HOSTS:-unset})"; exit 2; }
   rxe_snapshot /tmp/tpcds-verbs-rxe-before
-  # the path the host's training run had: the class-data sharing archives hold the class path's jar paths
-  dir=$TV_RING_DIR
-  rm -rf "$dir" && mkdir -p "$dir"
+  dir=$(mktemp -d /tmp/tpcds-verbs.XXXXXX)
   log "kernel $(uname -r); devices: $(ls /sys/class/infiniband | tr '\n' ' '); ring folder $dir on $(stat -f -c %T "$dir")"
   t0=$(date +%s)
   rc=0
   # shellcheck disable=SC2086 # the flags are lists of words
   java -Xmx192m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC $TV_MODULE_FLAGS "-Drdma.jvm.module.flags=$TV_MODULE_FLAGS" \
     -Drdma.ring.classpath.file="$TV_CLASSPATH_FILE" -Drdma.spark.plugin.jar="$TV_SPARK_PLUGIN" -Drdma.hdfs.plugin.jar="$TV_HDFS_PLUGIN" \
-    -Drdma.ring.waitScale=5 $TV_TRANSPORT $TV_EXPECTED $TV_CDS -cp "$TV_CLASSPATH" "$main_class" "$dir" "$TV_TABLES" "$TV_QUERIES" "$TV_HDFS_SIZE" \
+    -Drdma.ring.waitScale=5 $TV_TRANSPORT $TV_EXPECTED -cp "$TV_CLASSPATH" "$main_class" "$dir" "$TV_TABLES" "$TV_QUERIES" "$TV_HDFS_SIZE" \
     "$TV_HDFS_PREADS" || rc=$?
   log "the ring ran $(( $(date +%s) - t0 )) s in the guest; exit status $rc"
   log "block files: $(find "$dir"/hdfs -name 'blk_*' ! -name '*.meta' 2>/dev/null | wc -l) on $(stat -f -c %T "$dir/hdfs" 2>/dev/null || echo '?')"
@@ -88,11 +84,6 @@ if [ "${1:-}" = --in-vm ]; then
   fi
   cp -r "$dir/logs" "$out/" 2>/dev/null || true
   find "$dir" -path '*/work-*' -name stderr -exec sh -c 'mkdir -p "$2/executors"; cp "$1" "$2/executors/$(echo "$1" | tr / _)"' _ {} "$out" \; 2>/dev/null || true
-  if [ -n "$TV_CDS" ]; then
-    # a JVM whose class path does not match its archive runs without it and says so
-    unused=$({ grep -l 'Unable to use shared archive' "$out"/logs/*.log "$out"/executors/* 2>/dev/null || true; } | xargs -r -n1 basename | paste -sd' ' -)
-    log "class-data sharing: ${unused:+not used by $unused (a JVM's class path differed from its training run's)}${unused:-every archive matched its JVM}"
-  fi
   rm -rf "$dir"
   [ "$rc" = 0 ] && [ "$devices_failed" = 1 ] && rc=3
   exit $rc
@@ -142,48 +133,6 @@ esac
 # assigned, not substituted into the plan: a missing jar stops the script (set -e)
 spark_plugin=$(vm_plugin_jar "$root/spark-shuffle-rdma/target" spark-shuffle-rdma)
 hdfs_plugin=$(vm_plugin_jar "$root/hdfs-transfer-rdma/target" hdfs-transfer-rdma)
-transport=${TPCDS_VERBS_TRANSPORT--Drdma.ring.transport.operationTimeout=10s -Drdma.ring.transport.detectionWindow=2s -Drdma.ring.transport.request.timeout=10s}
-hdfs_size=${TPCDS_VERBS_HDFS_SIZE:-5255533}
-hdfs_preads=${TPCDS_VERBS_HDFS_PREADS:-24}
-ring_dir=/tmp/tpcds-verbs-ring
-# Class-data sharing (TPCDS_VERBS_CDS=0: none). Under TCG every JVM of the ring spends minutes loading Spark's and
-# Hadoop's classes. The same ring, on 3 network namespaces of this host over tcp, with the same queries, records an
-# archive per JVM (RingCds: -XX:ArchiveClassesAtExit) in the folder the guest will use, and the guest's JVMs map
-# them. Recorded again when the class path, the plug-ins, the queries or the JDK changed, or a jar is newer.
-cds=$work/cds
-cds_flag=
-if [ "${TPCDS_VERBS_CDS:-1}" = 1 ]; then
-  key=$(printf '%s\n' "$module_flags" "$classes:$(cat "$cp_file")" "$spark_plugin" "$hdfs_plugin" "$queries" "$expected_flag" \
-    "$hdfs_size" "$(java -version 2>&1)" | cksum)
-  if [ "$(cat "$cds/key" 2>/dev/null)" != "$key" ] || ! ls "$cds"/*.jsa > /dev/null 2>&1 \
-     || [ -n "$(find "$classes" "$spark_plugin" "$hdfs_plugin" -newer "$cds/key" -print -quit)" ]; then
-    log "class-data sharing: training run on the host (the same ring on 3 network namespaces, tcp) to record the archives"
-    rm -rf "$cds" && mkdir -p "$cds"
-    t0=$(date +%s)
-    trc=0
-    # shellcheck disable=SC2086 # the flags are lists of words
-    java -Xmx192m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC $module_flags "-Drdma.jvm.module.flags=$module_flags" \
-      -Drdma.ring.classpath.file="$cp_file" -Drdma.spark.plugin.jar="$spark_plugin" -Drdma.hdfs.plugin.jar="$hdfs_plugin" \
-      -Drdma.ring.hostRing=true -Drdma.ring.transport.provider=tcp -Drdma.ring.cds="record:$cds" $expected_flag \
-      -cp "$classes:$(cat "$cp_file")" "$main_class" "$ring_dir" "$tables" "$queries" "$hdfs_size" "$hdfs_preads" > "$cds/training.log" 2>&1 || trc=$?
-    rm -rf "$ring_dir"
-    # an archive is whole when its JVM logged that it wrote it (a JVM killed while writing leaves a part, which would crash the guest's)
-    for a in "$cds"/*.jsa; do
-      [ -e "$a" ] || continue
-      grep -q 'Written dynamic archive' "$a.log" 2>/dev/null || { log "class-data sharing: $(basename "$a") is not whole; left out"; rm -f "$a"; }
-    done
-    if [ "$trc" = 0 ] && ls "$cds"/*.jsa > /dev/null 2>&1; then
-      echo "$key" > "$cds/key"
-      log "class-data sharing: $(ls "$cds"/*.jsa | wc -l) archives recorded in $(( $(date +%s) - t0 )) s ($(du -ch "$cds"/*.jsa | tail -1 | cut -f1)): $(cd "$cds" && ls *.jsa | paste -sd' ' -)"
-    else
-      log "class-data sharing: the training run failed (status $trc; $cds/training.log); the guest runs without archives"
-      { grep -E '^tpcds-verbs: (FAILED|PASSED)' "$cds/training.log" || true; } | tail -1 >&2
-      tail -5 "$cds/training.log" >&2 || true
-      rm -f "$cds"/*.jsa
-    fi
-  fi
-  if ls "$cds"/*.jsa > /dev/null 2>&1; then cds_flag="-Drdma.ring.cds=use:$cds"; fi
-fi
 {
   printf 'TV_MODULE_FLAGS=%q\n' "$module_flags"
   printf 'TV_CLASSPATH=%q\n' "$classes:$(cat "$cp_file")"
@@ -191,14 +140,12 @@ fi
   printf 'TV_SPARK_PLUGIN=%q\n' "$spark_plugin"
   printf 'TV_HDFS_PLUGIN=%q\n' "$hdfs_plugin"
   # the guest is 25-50x slower than the host: the transport's timeouts scaled as spark-verbs.sh's
-  printf 'TV_TRANSPORT=%q\n' "$transport"
+  printf 'TV_TRANSPORT=%q\n' "${TPCDS_VERBS_TRANSPORT--Drdma.ring.transport.operationTimeout=10s -Drdma.ring.transport.detectionWindow=2s -Drdma.ring.transport.request.timeout=10s}"
   printf 'TV_TABLES=%q\n' "$tables"
   printf 'TV_QUERIES=%q\n' "$queries"
   printf 'TV_EXPECTED=%q\n' "$expected_flag"
-  printf 'TV_HDFS_SIZE=%q\n' "$hdfs_size"
-  printf 'TV_HDFS_PREADS=%q\n' "$hdfs_preads"
-  printf 'TV_CDS=%q\n' "$cds_flag"
-  printf 'TV_RING_DIR=%q\n' "$ring_dir"
+  printf 'TV_HDFS_SIZE=%q\n' "${TPCDS_VERBS_HDFS_SIZE:-5255533}"
+  printf 'TV_HDFS_PREADS=%q\n' "${TPCDS_VERBS_HDFS_PREADS:-24}"
 } > "$work/plan.sh"
 
 rm -rf "$work/results"

@@ -76,8 +76,6 @@ public final class RingCluster implements AutoCloseable {
     private final List<RingProcess> processes = new ArrayList<>();
     private final Path sparkHome;
     private final Path appJar;
-    /** Class-data sharing for the ring's JVMs ({@link RingCds}), or null: none. */
-    private final RingCds cds;
     RingProcess master;
     final List<RingProcess> workerProcesses = new ArrayList<>();
     RingProcess nameNode;
@@ -95,7 +93,6 @@ public final class RingCluster implements AutoCloseable {
         this.limit = limit;
         this.sparkHome = this.dir.resolve("spark-home");
         this.appJar = this.dir.resolve("ring-job.jar");
-        this.cds = RingCds.fromSystemProperty();
     }
 
     /**
@@ -181,9 +178,6 @@ public final class RingCluster implements AutoCloseable {
                 }
             }
             writeAppJar();
-            if (cds != null && cds.record()) {
-                Files.createDirectories(cds.dir());
-            }
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -196,16 +190,13 @@ public final class RingCluster implements AutoCloseable {
     private void writeAppJar() throws IOException {
         Path classes = Path.of(java.net.URI.create(RingJob.class.getProtectionDomain().getCodeSource().getLocation().toString()));
         String pkg = RingJob.class.getPackageName().replace('.', '/');
-        java.nio.file.attribute.FileTime newest = java.nio.file.attribute.FileTime.fromMillis(0);
         try (JarOutputStream out = new JarOutputStream(Files.newOutputStream(appJar))) {
             if (Files.isDirectory(classes)) {
                 try (Stream<Path> files = Files.list(classes.resolve(pkg))) {
-                    for (Path f : files.filter(p -> isAppClass(p.getFileName().toString())).sorted().toList()) {
+                    for (Path f : files.filter(p -> isAppClass(p.getFileName().toString())).toList()) {
                         out.putNextEntry(new JarEntry(pkg + "/" + f.getFileName()));
                         out.write(Files.readAllBytes(f));
                         out.closeEntry();
-                        java.nio.file.attribute.FileTime t = Files.getLastModifiedTime(f);
-                        newest = t.compareTo(newest) > 0 ? t : newest;
                     }
                 }
             } else {
@@ -216,12 +207,8 @@ public final class RingCluster implements AutoCloseable {
                         out.closeEntry();
                     }
                 }
-                newest = Files.getLastModifiedTime(classes);
             }
         }
-        // The time of the newest class in it, not of this write: a class-data sharing archive (RingCds) of a JVM with
-        // this jar on its class path stays valid in a later ring while the classes are the same, and only then.
-        Files.setLastModifiedTime(appJar, newest);
     }
 
     private static boolean isAppClass(String fileName) {
@@ -243,16 +230,7 @@ public final class RingCluster implements AutoCloseable {
     }
 
     private List<Path> sparkClassPath() {
-        return cds == null ? List.of(sparkHome.resolve("jars").resolve("*")) : sparkJarsInOrder();
-    }
-
-    /** The Spark home's jars one by one, in name order: a class path that class-data sharing can depend on (RingCds). */
-    private List<Path> sparkJarsInOrder() {
-        try (Stream<Path> jars = Files.list(sparkHome.resolve("jars"))) {
-            return jars.sorted().toList();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
+        return List.of(sparkHome.resolve("jars").resolve("*"));
     }
 
     private Map<String, String> sparkEnv(int host) {
@@ -301,8 +279,7 @@ public final class RingCluster implements AutoCloseable {
         conf.put("spark.executor.cores", "1");
         conf.put("spark.cores.max", String.valueOf(workers));
         conf.put("spark.executor.extraJavaOptions", String.join(" ", RingProcess.moduleFlags())
-                + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss512k -Djava.net.preferIPv4Stack=true " + SLF4J_QUIET
-                + (cds == null ? "" : " " + String.join(" ", cds.jvmFlags(RingCds.EXECUTOR, false))));
+                + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss512k -Djava.net.preferIPv4Stack=true " + SLF4J_QUIET);
         conf.put("spark.reducer.maxSizeInFlight", "1m");
         if (WAIT_SCALE > 1) {
             conf.put("spark.network.timeout", 120 * WAIT_SCALE + "s");
@@ -337,10 +314,6 @@ public final class RingCluster implements AutoCloseable {
             args.addAll(List.of("--jars", lines.sparkPlugin().toString()));
         } else {
             executorClassPath.add(0, lines.sparkPlugin().toString());
-        }
-        if (cds != null) {
-            // ahead of the Worker's SPARK_HOME/jars/*, whose order the executor's archive must not depend on
-            sparkJarsInOrder().forEach(j -> executorClassPath.add(j.toString()));
         }
         if (!executorClassPath.isEmpty()) {
             conf.put("spark.driver.extraClassPath", String.join(java.io.File.pathSeparator, executorClassPath));
@@ -456,17 +429,13 @@ public final class RingCluster implements AutoCloseable {
                 .collect(Collectors.joining("\n")) + "\n</configuration>\n";
     }
 
-    /**
-     * The line's Hadoop jars, the plug-in's when asked, {@code more}, then {@code conf} (its site files; no jar holds
-     * one): last, as class-data sharing (RingCds) takes no folder with files ahead of a jar it archives classes from.
-     */
-    private List<Path> hadoopClassPath(Path conf, boolean plugin, Path... more) {
-        List<Path> cp = new ArrayList<>(lines.hadoopJars());
+    private List<Path> hadoopClassPath(Path conf, boolean plugin) {
+        List<Path> cp = new ArrayList<>();
+        cp.add(conf);
+        cp.addAll(lines.hadoopJars());
         if (plugin) {
             cp.add(lines.hdfsPlugin());
         }
-        cp.addAll(List.of(more));
-        cp.add(conf);
         return cp;
     }
 
@@ -605,7 +574,8 @@ public final class RingCluster implements AutoCloseable {
             client.put("dfs.client.replica.accessor.builder.classes", "io.rdmaplane.hdfs.client.RdmaReplicaAccessorBuilder");
             transport.forEach((k, v) -> client.put("dfs.rdma." + k, v));
         }
-        List<Path> cp = hadoopClassPath(conf(plugin ? "client-rdma" : "client-stock", client), plugin, appJar);
+        List<Path> cp = new ArrayList<>(hadoopClassPath(conf(plugin ? "client-rdma" : "client-stock", client), plugin));
+        cp.add(appJar);
         RingProcess p = spawn(0, name, RingProcess.java("256m", cp, List.of(), RingHdfsRead.class.getName(), List.of(args)), Map.of());
         int code = p.waitFor(deadline);
         if (code != 0) {
@@ -687,47 +657,9 @@ public final class RingCluster implements AutoCloseable {
     }
 
     private synchronized RingProcess spawn(int host, String name, List<String> command, Map<String, String> env, Path stdout) {
-        if (cds != null) { // after the java executable
-            command = new ArrayList<>(command);
-            command.addAll(1, cds.jvmFlags(name, true));
-        }
         RingProcess p = RingProcess.start(ring, host, name, command, env, logs, stdout, limit);
         processes.add(p);
         return p;
-    }
-
-    /**
-     * Recording class-data sharing archives (RingCds), has every executor JVM dump its archive now ({@code jcmd PID
-     * VM.cds dynamic_dump}), named by its executor id; does nothing otherwise. Call it once the application has loaded
-     * what it will, before it ends. Says per executor what the dump gave; a failed dump leaves that executor without an
-     * archive, which the guest then runs without.
-     */
-    public void recordExecutorArchives() {
-        if (cds == null || !cds.record()) {
-            return;
-        }
-        for (int w = 1; w <= workers; w++) {
-            for (ProcessHandle executor : executorsOn(w)) {
-                List<String> args = commandLine(executor.pid());
-                int at = args.indexOf("--executor-id");
-                if (at < 0 || at + 1 >= args.size()) {
-                    System.out.println("ring: class-data sharing: no --executor-id in the command of process " + executor.pid() + "; no archive");
-                    continue;
-                }
-                System.out.println("ring: class-data sharing: executor " + args.get(at + 1) + " on host " + w + ": "
-                        + cds.dumpExecutor(executor.pid(), args.get(at + 1)));
-            }
-        }
-    }
-
-    /** The words of process {@code pid}'s command line (ProcessHandle.Info leaves out a long one's arguments). */
-    private static List<String> commandLine(long pid) {
-        try {
-            String all = new String(Files.readAllBytes(Path.of("/proc", String.valueOf(pid), "cmdline")), java.nio.charset.StandardCharsets.UTF_8);
-            return List.of(all.split("\0"));
-        } catch (IOException e) {
-            return List.of();
-        }
     }
 
     /** The executor JVMs the Worker on {@code host} runs now (its child processes). */
@@ -842,11 +774,7 @@ public final class RingCluster implements AutoCloseable {
     @Override
     public synchronized void close() {
         for (int i = processes.size() - 1; i >= 0; i--) {
-            if (cds != null && cds.record()) {
-                processes.get(i).stop(Duration.ofMinutes(2)); // a killed JVM writes no archive
-            } else {
-                processes.get(i).kill();
-            }
+            processes.get(i).kill();
         }
     }
 

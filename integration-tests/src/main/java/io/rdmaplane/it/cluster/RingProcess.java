@@ -162,17 +162,6 @@ public final class RingProcess implements AutoCloseable {
         return b.toString();
     }
 
-    /** SIGTERM, so that the JVM runs its exit (and writes a class-data sharing archive); {@link #kill} after {@code limit}. */
-    void stop(Duration limit) {
-        process.destroy();
-        try {
-            process.waitFor(limit.toMillis(), TimeUnit.MILLISECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        kill();
-    }
-
     /** kill -9 of the process and its children (a Worker's executors). */
     void kill() {
         process.descendants().forEach(ProcessHandle::destroyForcibly);

@@ -174,7 +174,6 @@ public final class VerbsTpcdsRing {
             RingDriver.Reports reports = rdma.report(cluster.workers, Duration.ofMinutes(10));
             System.out.printf("tpcds-verbs: the RDMA application's reports in %d s%n", secondsSince(t3));
             checkReports(reports, cluster, remoteBlocks, want, problems);
-            cluster.recordExecutorArchives();
             stopping = System.nanoTime();
         }
         System.out.printf("tpcds-verbs: the RDMA application stopped in %d s%n", secondsSince(stopping));

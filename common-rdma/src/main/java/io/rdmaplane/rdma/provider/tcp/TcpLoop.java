@@ -200,7 +200,7 @@ final class TcpLoop {
      * while control messages flow (control at full rate left bulk a quarter to half of its rate).
      */
     private void giveWay() {
-        if (control != null && movedSinceYield >= CROWDED_TURN_BYTES) {
+        if (movedSinceYield >= CROWDED_TURN_BYTES) { // only a bulk loop counts (moved)
             movedSinceYield = 0;
             Thread.yield();
         }

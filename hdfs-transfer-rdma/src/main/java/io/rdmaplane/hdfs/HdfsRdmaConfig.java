@@ -24,7 +24,8 @@ public final class HdfsRdmaConfig {
             "0ms", "1h", "How long a DataNode without a usable RDMA service (or a block it refused) is read over TCP before RDMA is tried again.");
     public static final ConfigKey<Duration> CLIENT_TOKEN_SESSION_IDLE = ConfigKey.durationKey("tokenSession.idle", "30s", "1s", "1h",
             "With block tokens on, the client's RDMA session with a DataNode (its own connections, one per block pool and"
-                    + " token user) unused for this long is closed, on both ends; a later read opens a new one. Without this bound"
+                    + " token user) that no open block reader holds and none used for this long is closed, on both ends; a later read"
+                    + " opens a new one. Without this bound"
                     + " the sessions of every DataNode and user once read from would stay open.");
     public static final ConfigKey<Boolean> CLIENT_ALLOW_PLAINTEXT = ConfigKey.booleanKey("encryption.allowPlaintext", false,
             "Where dfs.encrypt.data.transfer=true (in the client's configuration or the NameNode's) the client reads over"

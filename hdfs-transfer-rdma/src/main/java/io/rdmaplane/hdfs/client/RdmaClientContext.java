@@ -73,8 +73,7 @@ final class RdmaClientContext {
     /**
      * Connections of their own per (DataNode service, block pool, token user): a DataNode with block tokens on
      * opens a session for a valid token and serves it the blocks of that token's pool and user, each request
-     * checked with its own token. One unused for {@code tokenSession.idle} is closed (a reader still using it
-     * falls back to TCP).
+     * checked with its own token. One no reader holds and none used for {@code tokenSession.idle} is closed.
      */
     private final TokenSessions<PeerConnection> tokenSessions;
     /** Closes idle token sessions, a few times per idle bound. */
@@ -169,7 +168,7 @@ final class RdmaClientContext {
      * The connection to read a block from the DataNode service at {@code service} with {@code token}
      * (Hadoop {@code Token.write} bytes): with a token that carries a password (block tokens on), the
      * session of its pool and user, opened proving the password of the first such token; without one, the
-     * JVM's shared connection.
+     * JVM's shared connection. The caller holds it until {@link #release}: a held session is never closed as idle.
      *
      * @throws IOException when the token bytes are malformed (the read goes over TCP)
      */
@@ -185,7 +184,7 @@ final class RdmaClientContext {
         // one session per (DataNode, pool, user), opened with the first token it reads with
         BlockTokenIdentifier id = BlockTokens.identifier(parsed.getIdentifier());
         String key = service + "/" + id.getBlockPoolId() + "/" + id.getUserId();
-        return tokenSessions.get(key, existing -> !existing.isFailed(), () -> {
+        return tokenSessions.acquire(key, existing -> !existing.isFailed(), () -> {
             count("hdfs.client.tokenSessions.opened");
             return policy.dedicated(service, new ClientCredential(parsed.getIdentifier(), parsed.getPassword()));
         }, System.nanoTime());
@@ -194,6 +193,11 @@ final class RdmaClientContext {
     /** A reader reads through {@code connection}: if it is a token session, it is not idle. */
     void used(PeerConnection connection) {
         tokenSessions.used(connection, System.nanoTime());
+    }
+
+    /** A reader is done with {@code connection} from {@link #connection}: a token session's idle time starts now. */
+    void release(PeerConnection connection) {
+        tokenSessions.release(connection, System.nanoTime());
     }
 
     /** A DFSClient for {@code nameNode} that never uses a replica accessor: no recursion into us. */

@@ -56,6 +56,7 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
     private Landing next;
     private boolean tcp;
     private DFSInputStream plain;
+    private boolean closed;
 
     RdmaReplicaAccessor(RdmaClientContext ctx, PeerConnection peer, DatanodeInfo dataNode, LocatedBlock block, URI nameNode,
                         Configuration conf, String file, byte[] token, boolean verify, long visibleLength, int readahead,
@@ -406,6 +407,10 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
 
     @Override
     public void close() throws IOException {
+        if (!closed) {
+            closed = true;
+            ctx.release(peer); // this reader's hold on its token session
+        }
         releaseLanding();
         if (plain != null) {
             plain.close();

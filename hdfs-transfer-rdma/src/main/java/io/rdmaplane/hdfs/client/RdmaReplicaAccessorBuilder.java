@@ -188,6 +188,7 @@ public final class RdmaReplicaAccessorBuilder extends ReplicaAccessorBuilder {
             }
             PeerConnection peer = ctx.connection(new InetSocketAddress(dn.getIpAddr(), port), token);
             if (peer.isFailed()) {
+                ctx.release(peer);
                 continue;
             }
             return new RdmaReplicaAccessor(ctx, peer, dn, located.block(), nameNode, conf, fileName, token, verifyChecksum,

@@ -13,9 +13,11 @@ import java.util.function.Supplier;
 /**
  * The client's sessions of their own per key (DataNode service, block pool, token user), kept for reuse: a pread
  * opens a reader per call, and all of a user's blocks on a DataNode are read through one session. Bounded twice: at
- * most {@code kept} (the least recently used beyond are closed), and a session unused for {@code idleNanos} is closed
- * by {@link #closeIdle} (so the sockets of a DataNode no longer read from, or of a user gone, are not kept on both
- * ends). A reader still using a closed session falls back to TCP.
+ * most {@code kept} (the least recently used beyond are closed, held or not), and a session no reader holds and none
+ * used for {@code idleNanos} is closed by {@link #closeIdle} (so the sockets of a DataNode no longer read from, or of
+ * a user gone, are not kept on both ends). A reader holds its session from {@link #acquire} to {@link #release}: a
+ * reader that pauses longer than the idle bound between two reads (a query decoding what it read, a slow connect)
+ * keeps its session instead of falling back to TCP.
  * Thread-safe.
  */
 final class TokenSessions<C> {
@@ -23,8 +25,10 @@ final class TokenSessions<C> {
     private final long idleNanos;
     private final Consumer<C> close;
     private final Map<String, C> sessions;
-    /** When each kept session was last handed out or read through ({@link System#nanoTime()}). */
+    /** When each kept session was last handed out, read through or released ({@link System#nanoTime()}). */
     private final Map<C, Long> used = new IdentityHashMap<>();
+    /** How many readers hold each kept session (absent: none). */
+    private final Map<C, Integer> holders = new IdentityHashMap<>();
 
     TokenSessions(int kept, long idleNanos, Consumer<C> close) {
         this.kept = kept;
@@ -35,6 +39,7 @@ final class TokenSessions<C> {
             protected boolean removeEldestEntry(Map.Entry<String, C> eldest) {
                 if (size() > TokenSessions.this.kept) {
                     used.remove(eldest.getValue());
+                    holders.remove(eldest.getValue());
                     TokenSessions.this.close.accept(eldest.getValue());
                     return true;
                 }
@@ -43,21 +48,34 @@ final class TokenSessions<C> {
         };
     }
 
-    /** The session of {@code key}: the kept one while {@code usable}, else a new one from {@code create} (the old one closed). */
-    synchronized C get(String key, Predicate<C> usable, Supplier<C> create, long now) {
+    /**
+     * The session of {@code key}, held by the caller until it calls {@link #release}: the kept one while
+     * {@code usable}, else a new one from {@code create} (the old one closed).
+     */
+    synchronized C acquire(String key, Predicate<C> usable, Supplier<C> create, long now) {
         C existing = sessions.get(key);
         if (existing != null && usable.test(existing)) {
             used.put(existing, now);
+            holders.merge(existing, 1, Integer::sum);
             return existing;
         }
         if (existing != null) {
             used.remove(existing);
+            holders.remove(existing);
             close.accept(existing);
         }
         C created = create.get();
         sessions.put(key, created);
         used.put(created, now);
+        holders.put(created, 1);
         return created;
+    }
+
+    /** A reader is done with {@code session}; its idle time starts now. (Nothing when it is not one of ours, or no longer kept.) */
+    synchronized void release(C session, long now) {
+        if (used.computeIfPresent(session, (s, t) -> now) != null) {
+            holders.computeIfPresent(session, (s, n) -> n > 1 ? n - 1 : null);
+        }
     }
 
     /** A reader read through {@code session}: it is not idle. (Nothing when it is not one of ours, or no longer kept.) */
@@ -65,12 +83,15 @@ final class TokenSessions<C> {
         used.computeIfPresent(session, (s, t) -> now);
     }
 
-    /** Closes the sessions unused for the idle bound; returns how many. */
+    /** Closes the sessions no reader holds and none used for the idle bound; returns how many. */
     int closeIdle(long now) {
         List<C> idle = new ArrayList<>();
         synchronized (this) {
             for (Iterator<Map.Entry<String, C>> it = sessions.entrySet().iterator(); it.hasNext(); ) {
                 C session = it.next().getValue();
+                if (holders.containsKey(session)) {
+                    continue;
+                }
                 Long last = used.get(session);
                 if (last == null || now - last >= idleNanos) {
                     it.remove();

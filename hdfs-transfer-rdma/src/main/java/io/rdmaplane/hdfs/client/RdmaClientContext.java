@@ -187,12 +187,7 @@ final class RdmaClientContext {
         return tokenSessions.acquire(key, existing -> !existing.isFailed(), () -> {
             count("hdfs.client.tokenSessions.opened");
             return policy.dedicated(service, new ClientCredential(parsed.getIdentifier(), parsed.getPassword()));
-        }, System.nanoTime());
-    }
-
-    /** A reader reads through {@code connection}: if it is a token session, it is not idle. */
-    void used(PeerConnection connection) {
-        tokenSessions.used(connection, System.nanoTime());
+        });
     }
 
     /** A reader is done with {@code connection} from {@link #connection}: a token session's idle time starts now. */

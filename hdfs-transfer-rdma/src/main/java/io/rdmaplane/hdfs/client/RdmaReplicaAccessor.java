@@ -254,7 +254,6 @@ final class RdmaReplicaAccessor extends ReplicaAccessor {
         BlockProtocol.Request request = new BlockProtocol.Request(verify ? BlockProtocol.FLAG_CHECKSUMS : 0,
                 block.getBlock().getBlockPoolId(), block.getBlock().getBlockId(), block.getBlock().getGenerationStamp(),
                 pos, want, into.buffer.capacity(), token);
-        ctx.used(peer);
         return peer.request(request.encode()).thenCompose(bytes -> {
             Response response = Response.decode(bytes);
             if (response.status() != Status.OK) {

@@ -17,7 +17,7 @@ import java.util.function.Supplier;
  * used for {@code idleNanos} is closed by {@link #closeIdle} (so the sockets of a DataNode no longer read from, or of
  * a user gone, are not kept on both ends). A reader holds its session from {@link #acquire} to {@link #release}: a
  * reader that pauses longer than the idle bound between two reads (a query decoding what it read, a slow connect)
- * keeps its session instead of falling back to TCP.
+ * keeps its session instead of falling back to TCP, and reads through a held session need no bookkeeping.
  * Thread-safe.
  */
 final class TokenSessions<C> {
@@ -25,10 +25,13 @@ final class TokenSessions<C> {
     private final long idleNanos;
     private final Consumer<C> close;
     private final Map<String, C> sessions;
-    /** When each kept session was last handed out, read through or released ({@link System#nanoTime()}). */
-    private final Map<C, Long> used = new IdentityHashMap<>();
-    /** How many readers hold each kept session (absent: none). */
-    private final Map<C, Integer> holders = new IdentityHashMap<>();
+    /** Each kept session's readers, and when the last one let go. */
+    private final Map<C, Hold> holds = new IdentityHashMap<>();
+
+    private static final class Hold {
+        int readers = 1;
+        long releasedNanos;
+    }
 
     TokenSessions(int kept, long idleNanos, Consumer<C> close) {
         this.kept = kept;
@@ -38,8 +41,7 @@ final class TokenSessions<C> {
             @Override
             protected boolean removeEldestEntry(Map.Entry<String, C> eldest) {
                 if (size() > TokenSessions.this.kept) {
-                    used.remove(eldest.getValue());
-                    holders.remove(eldest.getValue());
+                    holds.remove(eldest.getValue());
                     TokenSessions.this.close.accept(eldest.getValue());
                     return true;
                 }
@@ -52,35 +54,29 @@ final class TokenSessions<C> {
      * The session of {@code key}, held by the caller until it calls {@link #release}: the kept one while
      * {@code usable}, else a new one from {@code create} (the old one closed).
      */
-    synchronized C acquire(String key, Predicate<C> usable, Supplier<C> create, long now) {
+    synchronized C acquire(String key, Predicate<C> usable, Supplier<C> create) {
         C existing = sessions.get(key);
         if (existing != null && usable.test(existing)) {
-            used.put(existing, now);
-            holders.merge(existing, 1, Integer::sum);
+            holds.get(existing).readers++;
             return existing;
         }
         if (existing != null) {
-            used.remove(existing);
-            holders.remove(existing);
+            holds.remove(existing);
             close.accept(existing);
         }
         C created = create.get();
         sessions.put(key, created);
-        used.put(created, now);
-        holders.put(created, 1);
+        holds.put(created, new Hold());
         return created;
     }
 
-    /** A reader is done with {@code session}; its idle time starts now. (Nothing when it is not one of ours, or no longer kept.) */
+    /** A reader is done with {@code session}; once none holds it, its idle time starts. (Nothing when it is no longer kept.) */
     synchronized void release(C session, long now) {
-        if (used.computeIfPresent(session, (s, t) -> now) != null) {
-            holders.computeIfPresent(session, (s, n) -> n > 1 ? n - 1 : null);
+        Hold hold = holds.get(session);
+        if (hold != null && hold.readers > 0) {
+            hold.readers--;
+            hold.releasedNanos = now;
         }
-    }
-
-    /** A reader read through {@code session}: it is not idle. (Nothing when it is not one of ours, or no longer kept.) */
-    synchronized void used(C session, long now) {
-        used.computeIfPresent(session, (s, t) -> now);
     }
 
     /** Closes the sessions no reader holds and none used for the idle bound; returns how many. */
@@ -89,13 +85,10 @@ final class TokenSessions<C> {
         synchronized (this) {
             for (Iterator<Map.Entry<String, C>> it = sessions.entrySet().iterator(); it.hasNext(); ) {
                 C session = it.next().getValue();
-                if (holders.containsKey(session)) {
-                    continue;
-                }
-                Long last = used.get(session);
-                if (last == null || now - last >= idleNanos) {
+                Hold hold = holds.get(session);
+                if (hold.readers == 0 && now - hold.releasedNanos >= idleNanos) {
                     it.remove();
-                    used.remove(session);
+                    holds.remove(session);
                     idle.add(session);
                 }
             }

@@ -31,12 +31,11 @@ class TokenSessionsTest {
     @Test
     void aSessionIsReusedAndClosedOnceNoReaderHoldsItForTheIdleBound() {
         TokenSessions<Session> sessions = new TokenSessions<>(256, 30 * SECOND, s -> s.closed = true);
-        Session a = sessions.acquire("dn1/token-a", s -> !s.closed, this::create, 0);
-        assertSame(a, sessions.acquire("dn1/token-a", s -> !s.closed, this::create, 10 * SECOND), "reused");
+        Session a = sessions.acquire("dn1/token-a", s -> !s.closed, this::create);
+        assertSame(a, sessions.acquire("dn1/token-a", s -> !s.closed, this::create), "reused");
         sessions.release(a, 10 * SECOND);
         sessions.release(a, 10 * SECOND);
-        Session b = sessions.acquire("dn1/token-b", s -> !s.closed, this::create, 10 * SECOND);
-        sessions.used(b, 35 * SECOND); // a reader read through it
+        Session b = sessions.acquire("dn1/token-b", s -> !s.closed, this::create);
         sessions.release(b, 35 * SECOND);
         assertEquals(0, sessions.closeIdle(39 * SECOND), "a was released at 10 s, b at 35 s");
         assertEquals(1, sessions.closeIdle(40 * SECOND));
@@ -46,10 +45,9 @@ class TokenSessionsTest {
         assertEquals(1, sessions.closeIdle(65 * SECOND));
         assertTrue(b.closed);
         assertEquals(0, sessions.size(), "a query's sessions are all gone once idle: their sockets do not pile up");
-        Session again = sessions.acquire("dn1/token-a", s -> !s.closed, this::create, 70 * SECOND);
+        Session again = sessions.acquire("dn1/token-a", s -> !s.closed, this::create);
         assertFalse(again.closed, "a read after the close opens a new session");
-        sessions.used(a, 71 * SECOND); // a closed session's late reader changes nothing
-        sessions.release(a, 71 * SECOND);
+        sessions.release(a, 71 * SECOND); // a closed session's late reader changes nothing
         assertEquals(1, sessions.size());
     }
 
@@ -61,8 +59,8 @@ class TokenSessionsTest {
     @Test
     void aSessionAReaderHoldsIsNeverClosedAsIdle() {
         TokenSessions<Session> sessions = new TokenSessions<>(256, 5 * SECOND, s -> s.closed = true);
-        Session a = sessions.acquire("dn1/token-a", s -> !s.closed, this::create, 0);
-        assertSame(a, sessions.acquire("dn1/token-a", s -> !s.closed, this::create, 1 * SECOND), "a second reader");
+        Session a = sessions.acquire("dn1/token-a", s -> !s.closed, this::create);
+        assertSame(a, sessions.acquire("dn1/token-a", s -> !s.closed, this::create), "a second reader");
         assertEquals(0, sessions.closeIdle(60 * SECOND), "two readers hold it");
         sessions.release(a, 60 * SECOND);
         assertEquals(0, sessions.closeIdle(120 * SECOND), "one reader still holds it");
@@ -71,7 +69,7 @@ class TokenSessionsTest {
         assertEquals(0, sessions.closeIdle(124 * SECOND), "idle for 4 s since its last reader let go");
         assertEquals(1, sessions.closeIdle(125 * SECOND));
         assertTrue(a.closed);
-        Session again = sessions.acquire("dn1/token-a", s -> !s.closed, this::create, 130 * SECOND);
+        Session again = sessions.acquire("dn1/token-a", s -> !s.closed, this::create);
         sessions.release(a, 131 * SECOND); // a reader of the closed session closed late, or twice: it frees nothing else
         assertEquals(0, sessions.closeIdle(140 * SECOND), "the new session's reader still holds it");
         sessions.release(again, 140 * SECOND);
@@ -81,11 +79,11 @@ class TokenSessionsTest {
     @Test
     void aFailedSessionIsReplacedAndTheLeastRecentlyUsedBeyondTheBoundClosed() {
         TokenSessions<Session> sessions = new TokenSessions<>(2, 30 * SECOND, s -> s.closed = true);
-        Session a = sessions.acquire("a", s -> true, this::create, 0);
-        Session replaced = sessions.acquire("a", s -> false, this::create, 1);
+        Session a = sessions.acquire("a", s -> true, this::create);
+        Session replaced = sessions.acquire("a", s -> false, this::create);
         assertTrue(a.closed, "the unusable session is closed");
-        Session b = sessions.acquire("b", s -> true, this::create, 2);
-        sessions.acquire("c", s -> true, this::create, 3);
+        Session b = sessions.acquire("b", s -> true, this::create);
+        sessions.acquire("c", s -> true, this::create);
         assertTrue(replaced.closed, "the least recently used beyond 2");
         assertFalse(b.closed);
         assertEquals(2, sessions.size());

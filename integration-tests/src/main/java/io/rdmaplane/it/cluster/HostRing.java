@@ -10,20 +10,25 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The hosts of the ring: one network namespace per host ({@code ring-h0}, {@code ring-h1}, ...), each with
- * one address of {@value #SUBNET}0/24 on a veth pair whose other end is a port of the bridge {@value #BRIDGE}
- * in the root namespace (the switch). The addresses exist only inside the namespaces. A link fault is the
- * bridge port going down ({@code ip link set ring-vN down}), as a switch port would. Whatever an earlier run
- * left (killed with -9) is removed first; {@link #close()} (also from a shutdown hook) kills every process
+ * one address of {@value #SUBNET}0/24 on a veth pair whose other end is a port of the bridge {@code ring-br}
+ * in the root namespace (the switch). The addresses exist only inside the namespaces, so rings with other name
+ * prefixes run side by side. A link fault is the bridge port going down ({@code ip link set ring-vN down}), as a
+ * switch port would. Whatever an earlier run of the same prefix left (killed with -9) is removed first; {@link #close()} (also from a shutdown hook) kills every process
  * left in the namespaces and removes them and the bridge. {@link #adopt} takes hosts someone else built (the
  * Soft-RoCE VM's cluster, each host with its own rxe device): closing it kills what runs in them, nothing more.
  */
 public final class HostRing implements AutoCloseable {
-    /** The names' prefix: {@code rdma.ring.prefix} (default {@code ring-}), so that rings run side by side on one machine do not remove each other's. */
+    /**
+     * The names' default prefix: {@code rdma.ring.prefix} (default {@code ring-}), so that rings run side by side on one
+     * machine do not remove each other's. Two rings' prefixes must not start one another ({@link #removeLeftovers}).
+     */
     static final String PREFIX = System.getProperty("rdma.ring.prefix", "ring-");
     static final String SUBNET = "10.214.0.";
-    static final String BRIDGE = PREFIX + "br";
+    private static final java.util.concurrent.atomic.AtomicInteger PROBES = new java.util.concurrent.atomic.AtomicInteger();
 
     private final int hosts;
+    /** The prefix of the names this ring built (null when adopted). */
+    private final String prefix;
     private final List<String> namespaces;
     private final List<String> addresses;
     private final List<String> ports;
@@ -32,7 +37,8 @@ public final class HostRing implements AutoCloseable {
     private final Thread hook = new Thread(this::close, "ring-teardown");
     private boolean closed;
 
-    private HostRing(List<String> namespaces, List<String> addresses, List<String> ports, boolean owned) {
+    private HostRing(String prefix, List<String> namespaces, List<String> addresses, List<String> ports, boolean owned) {
+        this.prefix = prefix;
         this.hosts = namespaces.size();
         this.namespaces = List.copyOf(namespaces);
         this.addresses = List.copyOf(addresses);
@@ -51,27 +57,40 @@ public final class HostRing implements AutoCloseable {
             if (!"0".equals(uid.split("\\s+")[1])) {
                 return "not root (" + uid + "): network namespaces need root";
             }
-            sh("ip", "netns", "add", PREFIX + "probe");
-            sh("ip", "netns", "del", PREFIX + "probe");
+            // a name of its own: no ring's prefix, none of another thread's probe
+            String probe = "rdma-probe-" + ProcessHandle.current().pid() + "-" + PROBES.incrementAndGet();
+            sh("ip", "netns", "add", probe);
+            sh("ip", "netns", "del", probe);
             return null;
         } catch (IOException | RuntimeException e) {
             return "cannot create a network namespace with ip netns: " + e.getMessage();
         }
     }
 
-    /** Removes what an earlier run left, then builds {@code hosts} hosts on the bridge. */
+    /** {@link #create(String, int)} with the default prefix {@link #PREFIX}. */
     public static HostRing create(int hosts) {
+        return create(PREFIX, hosts);
+    }
+
+    /**
+     * Removes what an earlier run left under {@code prefix}, then builds {@code hosts} hosts on the bridge, every name
+     * starting with {@code prefix} (at most 8 characters: a link's name has at most 15).
+     */
+    public static HostRing create(String prefix, int hosts) {
         if (hosts < 1 || hosts > 16) {
             throw new IllegalArgumentException("hosts=" + hosts + ": expected 1..16");
         }
-        removeLeftovers();
+        if (prefix.isEmpty() || prefix.length() > 8) {
+            throw new IllegalArgumentException("ring prefix '" + prefix + "': expected 1..8 characters");
+        }
+        removeLeftovers(prefix);
         List<String> ns = new ArrayList<>(), addrs = new ArrayList<>(), ports = new ArrayList<>();
         for (int i = 0; i < hosts; i++) {
-            ns.add(PREFIX + "h" + i);
+            ns.add(prefix + "h" + i);
             addrs.add(SUBNET + (i + 1));
-            ports.add(PREFIX + "v" + i);
+            ports.add(prefix + "v" + i);
         }
-        HostRing ring = new HostRing(ns, addrs, ports, true);
+        HostRing ring = new HostRing(prefix, ns, addrs, ports, true);
         Runtime.getRuntime().addShutdownHook(ring.hook);
         try {
             ring.build();
@@ -91,7 +110,7 @@ public final class HostRing implements AutoCloseable {
             throw new IllegalArgumentException("ring: " + namespaces.size() + " namespaces, " + addresses.size() + " addresses and "
                     + ports.size() + " bridge ports: expected one of each per host, at least one host");
         }
-        HostRing ring = new HostRing(namespaces, addresses, ports, false);
+        HostRing ring = new HostRing(null, namespaces, addresses, ports, false);
         for (String ns : namespaces) {
             sh("ip", "netns", "exec", ns, "true"); // fails naming the namespace when it does not exist
         }
@@ -100,16 +119,17 @@ public final class HostRing implements AutoCloseable {
     }
 
     private void build() {
-        sh("ip", "link", "add", BRIDGE, "type", "bridge");
-        sh("ip", "link", "set", BRIDGE, "up");
+        String bridge = prefix + "br";
+        sh("ip", "link", "add", bridge, "type", "bridge");
+        sh("ip", "link", "set", bridge, "up");
         for (int i = 0; i < hosts; i++) {
             String ns = namespace(i);
             sh("ip", "netns", "add", ns);
-            sh("ip", "link", "add", port(i), "type", "veth", "peer", "name", PREFIX + "e" + i, "netns", ns);
-            sh("ip", "link", "set", port(i), "master", BRIDGE);
+            sh("ip", "link", "add", port(i), "type", "veth", "peer", "name", prefix + "e" + i, "netns", ns);
+            sh("ip", "link", "set", port(i), "master", bridge);
             sh("ip", "link", "set", port(i), "up");
-            sh("ip", "-n", ns, "addr", "add", address(i) + "/24", "dev", PREFIX + "e" + i);
-            sh("ip", "-n", ns, "link", "set", PREFIX + "e" + i, "up");
+            sh("ip", "-n", ns, "addr", "add", address(i) + "/24", "dev", prefix + "e" + i);
+            sh("ip", "-n", ns, "link", "set", prefix + "e" + i, "up");
             sh("ip", "-n", ns, "link", "set", "lo", "up");
         }
     }
@@ -191,23 +211,23 @@ public final class HostRing implements AutoCloseable {
             // the JVM is exiting: the hook runs this anyway
         }
         if (owned) {
-            removeLeftovers();
+            removeLeftovers(prefix);
         } else {
             namespaces.forEach(HostRing::killProcessesIn);
         }
     }
 
-    /** Every {@code ring-} namespace (its processes killed first) and the bridge. */
-    static void removeLeftovers() {
+    /** Every namespace whose name starts with {@code prefix} (its processes killed first), and that prefix's bridge. */
+    static void removeLeftovers(String prefix) {
         for (String line : sh("ip", "netns", "list").split("\n")) {
             String ns = line.trim().split("\\s+")[0];
-            if (ns.startsWith(PREFIX)) {
+            if (ns.startsWith(prefix)) {
                 killProcessesIn(ns);
                 shQuiet("ip", "netns", "del", ns);
             }
         }
-        if (Files.exists(Path.of("/sys/class/net/" + BRIDGE))) {
-            shQuiet("ip", "link", "del", BRIDGE);
+        if (Files.exists(Path.of("/sys/class/net/" + prefix + "br"))) {
+            shQuiet("ip", "link", "del", prefix + "br");
         }
     }
 

@@ -221,9 +221,15 @@ public final class RingSession implements AutoCloseable {
         this.queryWarm = reportsAfterQuery == null ? Set.of() : queryParticipants(reportsAfterQuery);
     }
 
+    /**
+     * The names' prefix of the session's ring ({@code fring-} by default): its own, so that a ring built beside it (HostRingTest
+     * runs beside the other classes of its module, LineDeploymentTest's among them) removes nothing of it.
+     */
+    static final String RING_PREFIX = "f" + HostRing.PREFIX;
+
     /** Builds the ring, starts the cluster, runs the baseline with sort shuffle, then submits the RDMA application. */
     public static RingSession start(RingLines lines, Path dir, Duration limit) {
-        HostRing ring = HostRing.create(3);
+        HostRing ring = HostRing.create(RING_PREFIX, 3);
         RingCluster cluster = null;
         try {
             cluster = RingCluster.start(ring, lines, dir, limit);

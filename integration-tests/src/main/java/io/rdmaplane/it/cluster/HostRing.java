@@ -13,8 +13,9 @@ import java.util.concurrent.TimeUnit;
  * one address of {@value #SUBNET}0/24 on a veth pair whose other end is a port of the bridge {@code ring-br}
  * in the root namespace (the switch). The addresses exist only inside the namespaces, so rings with other name
  * prefixes run side by side. A link fault is the bridge port going down ({@code ip link set ring-vN down}), as a
- * switch port would. Whatever an earlier run of the same prefix left (killed with -9) is removed first; {@link #close()} (also from a shutdown hook) kills every process
- * left in the namespaces and removes them and the bridge. {@link #adopt} takes hosts someone else built (the
+ * switch port would. Whatever an earlier run of the same prefix left (killed with -9) is removed first;
+ * {@link #close()} (also from a shutdown hook) kills every process left in the namespaces and removes them and the
+ * bridge. {@link #adopt} takes hosts someone else built (the
  * Soft-RoCE VM's cluster, each host with its own rxe device): closing it kills what runs in them, nothing more.
  */
 public final class HostRing implements AutoCloseable {

@@ -222,8 +222,9 @@ public final class RingSession implements AutoCloseable {
     }
 
     /**
-     * The names' prefix of the session's ring ({@code fring-} by default): its own, so that a ring built beside it (HostRingTest
-     * runs beside the other classes of its module, LineDeploymentTest's among them) removes nothing of it.
+     * The names' prefix of the session's ring ({@code fring-} by default): its own, so that a ring built beside it removes
+     * nothing of it (CI runs HostRingTest beside the Spark lines' builds, whose LineDeploymentTest builds rings of the
+     * default prefix).
      */
     static final String RING_PREFIX = "f" + HostRing.PREFIX;
 

@@ -25,26 +25,22 @@ public final class HostRing implements AutoCloseable {
      */
     static final String PREFIX = System.getProperty("rdma.ring.prefix", "ring-");
     static final String SUBNET = "10.214.0.";
-    private static final java.util.concurrent.atomic.AtomicInteger PROBES = new java.util.concurrent.atomic.AtomicInteger();
 
     private final int hosts;
-    /** The prefix of the names this ring built (null when adopted). */
+    /** The prefix of the names this ring built and removes at close; null when adopted (it built nothing). */
     private final String prefix;
     private final List<String> namespaces;
     private final List<String> addresses;
     private final List<String> ports;
-    /** Whether this ring built its hosts (and removes them at close) or adopted them. */
-    private final boolean owned;
     private final Thread hook = new Thread(this::close, "ring-teardown");
     private boolean closed;
 
-    private HostRing(String prefix, List<String> namespaces, List<String> addresses, List<String> ports, boolean owned) {
+    private HostRing(String prefix, List<String> namespaces, List<String> addresses, List<String> ports) {
         this.prefix = prefix;
         this.hosts = namespaces.size();
         this.namespaces = List.copyOf(namespaces);
         this.addresses = List.copyOf(addresses);
         this.ports = List.copyOf(ports);
-        this.owned = owned;
     }
 
     /** Why the ring cannot be built here (not Linux, not root, no {@code ip netns}), or null when it can. */
@@ -58,8 +54,8 @@ public final class HostRing implements AutoCloseable {
             if (!"0".equals(uid.split("\\s+")[1])) {
                 return "not root (" + uid + "): network namespaces need root";
             }
-            // a name of its own: no ring's prefix, none of another thread's probe
-            String probe = "rdma-probe-" + ProcessHandle.current().pid() + "-" + PROBES.incrementAndGet();
+            // a name of this JVM's own: no ring's prefix, not another JVM's probe (CI runs rings in two at once)
+            String probe = "rdma-probe-" + ProcessHandle.current().pid();
             sh("ip", "netns", "add", probe);
             sh("ip", "netns", "del", probe);
             return null;
@@ -91,7 +87,7 @@ public final class HostRing implements AutoCloseable {
             addrs.add(SUBNET + (i + 1));
             ports.add(prefix + "v" + i);
         }
-        HostRing ring = new HostRing(prefix, ns, addrs, ports, true);
+        HostRing ring = new HostRing(prefix, ns, addrs, ports);
         Runtime.getRuntime().addShutdownHook(ring.hook);
         try {
             ring.build();
@@ -111,7 +107,7 @@ public final class HostRing implements AutoCloseable {
             throw new IllegalArgumentException("ring: " + namespaces.size() + " namespaces, " + addresses.size() + " addresses and "
                     + ports.size() + " bridge ports: expected one of each per host, at least one host");
         }
-        HostRing ring = new HostRing(null, namespaces, addresses, ports, false);
+        HostRing ring = new HostRing(null, namespaces, addresses, ports);
         for (String ns : namespaces) {
             sh("ip", "netns", "exec", ns, "true"); // fails naming the namespace when it does not exist
         }
@@ -211,7 +207,7 @@ public final class HostRing implements AutoCloseable {
         } catch (IllegalStateException shuttingDown) {
             // the JVM is exiting: the hook runs this anyway
         }
-        if (owned) {
+        if (prefix != null) {
             removeLeftovers(prefix);
         } else {
             namespaces.forEach(HostRing::killProcessesIn);
